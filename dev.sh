@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The two set-up commands of the README. On first use (or when the pins change) each
+# creates .venv and installs transformer_lib with its pinned dependencies.
+#
+#   bash dev.sh lab            open the notebook series in JupyterLab
+#   bash dev.sh test [ARGS]    run every test: unit tests and nbval on every notebook
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV="${VENV:-.venv}"
+stamp="$VENV/.installed"
+
+if [ ! -x "$VENV/bin/python" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "Installing transformer_lib and its pinned dependencies into $VENV ..."
+    python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        -c constraints.txt -e ".[dev]"
+    touch "$stamp"
+fi
+
+case "${1:-}" in
+    lab)
+        shift
+        exec "$VENV/bin/jupyter" lab notebooks/ "$@" ;;
+    test)
+        shift
+        exec "$VENV/bin/python" -m pytest "$@" ;;
+    *)
+        echo "usage: bash dev.sh lab | test [pytest arguments]" >&2
+        exit 2 ;;
+esac

@@ -1,0 +1,42 @@
+"""Argument checks shared by the modules: clear errors that name the argument."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+
+def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
+    """Raise unless ``ids`` is a 2-D integer tensor of ids in ``[0, vocab_size)``."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise TypeError(
+            f"{name} must hold integer token ids (torch.long), got dtype {ids.dtype}")
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, length), got {tuple(ids.shape)}")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(
+            f"{name} holds ids outside the vocabulary [0, {vocab_size}): "
+            f"min {int(ids.min())}, max {int(ids.max())}")
+
+
+def check_mask(mask: Optional[torch.Tensor], name: str, shape: Sequence[int]) -> None:
+    """Raise unless ``mask`` is None or a bool tensor broadcastable to ``shape``.
+
+    The convention is that of ``scaled_dot_product_attention``: True = may attend.
+    """
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{name} must be a bool torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
+    expected = tuple(shape)
+    ok = mask.dim() <= len(expected) and all(
+        m in (1, e) for m, e in zip(reversed(mask.shape), reversed(expected)))
+    if not ok:
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to (B, H, T_q, T_k) = "
+            f"{expected}")

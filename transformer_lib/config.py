@@ -1,0 +1,116 @@
+"""The model's hyper-parameters: one frozen dataclass with the paper's names (Table 3)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+PE_LAYOUTS = ("interleaved", "concat")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of the Transformer, named as in the paper (§3, Table 3).
+
+    Attributes:
+        src_vocab_size: source vocabulary size.
+        tgt_vocab_size: target vocabulary size.
+        N: number of layers in the encoder and in the decoder.
+        d_model: width of every sub-layer output and of the embeddings.
+        d_ff: inner width of the position-wise feed-forward network.
+        h: number of attention heads; ``d_k = d_v = d_model / h``.
+        P_drop: dropout on sub-layer outputs and on embeddings + positions (§5.4).
+        attn_drop: dropout on attention weights (not in the paper; PyTorch has it).
+        max_len: rows of the positional-encoding table (longest sequence accepted).
+        pad_id: id of the padding token (its embedding stays zero).
+        norm_first: False = post-norm ``LayerNorm(x + Sublayer(x))`` as in the paper;
+            True = pre-norm ``x + Sublayer(LayerNorm(x))`` with a final LayerNorm.
+        tie_embeddings: share the source embedding, the target embedding and the
+            pre-softmax projection (§3.4); needs equal vocabulary sizes.
+        pe_layout: ``"interleaved"`` (the paper's sin/cos alternation) or ``"concat"``
+            (``[sin | cos]``, a fixed permutation of it).
+        layer_norm_eps: epsilon of every LayerNorm.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    P_drop: float = 0.1
+    attn_drop: float = 0.0
+    max_len: int = 512
+    pad_id: int = 0
+    norm_first: bool = False
+    tie_embeddings: bool = True
+    pe_layout: str = "interleaved"
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "N", "d_model", "d_ff", "h", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if self.d_model % self.h != 0:
+            raise ValueError(
+                f"d_model must be divisible by h (heads): got d_model={self.d_model}, h={self.h}")
+        if self.d_model % 2 != 0:
+            raise ValueError(
+                f"d_model must be even for sinusoidal positions (sin/cos pairs), got {self.d_model}")
+        for name in ("P_drop", "attn_drop"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be a float in [0, 1), got {value!r}")
+        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(
+                self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(
+                f"pad_id must be an int in [0, vocab size), got {self.pad_id!r}")
+        if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(
+                "tie_embeddings=True needs src_vocab_size == tgt_vocab_size, got "
+                f"{self.src_vocab_size} and {self.tgt_vocab_size}; pass tie_embeddings=False")
+        if self.pe_layout not in PE_LAYOUTS:
+            raise ValueError(f"pe_layout must be one of {PE_LAYOUTS}, got {self.pe_layout!r}")
+        if not (isinstance(self.layer_norm_eps, float) and self.layer_norm_eps > 0):
+            raise ValueError(f"layer_norm_eps must be a positive float, got {self.layer_norm_eps!r}")
+
+    @property
+    def d_k(self) -> int:
+        """Per-head size of queries, keys and values (d_k = d_v = d_model / h)."""
+        return self.d_model // self.h
+
+    def replace(self, **changes) -> "TransformerConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    # Presets --------------------------------------------------------------------------
+    @classmethod
+    def base(cls, src_vocab_size: int = 37000, tgt_vocab_size: Optional[int] = None,
+             **overrides) -> "TransformerConfig":
+        """Table 3, "base": N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1 (65M parameters)."""
+        fields = dict(N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1)
+        return cls._make(src_vocab_size, tgt_vocab_size, fields, overrides)
+
+    @classmethod
+    def big(cls, src_vocab_size: int = 37000, tgt_vocab_size: Optional[int] = None,
+            **overrides) -> "TransformerConfig":
+        """Table 3, "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3 (213M parameters)."""
+        fields = dict(N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3)
+        return cls._make(src_vocab_size, tgt_vocab_size, fields, overrides)
+
+    @classmethod
+    def tiny(cls, src_vocab_size: int = 64, tgt_vocab_size: Optional[int] = None,
+             **overrides) -> "TransformerConfig":
+        """A model small enough for tests and notebooks: N=2, d_model=32, d_ff=64, h=4."""
+        fields = dict(N=2, d_model=32, d_ff=64, h=4, P_drop=0.1, max_len=128)
+        return cls._make(src_vocab_size, tgt_vocab_size, fields, overrides)
+
+    @classmethod
+    def _make(cls, src_vocab_size, tgt_vocab_size, fields, overrides) -> "TransformerConfig":
+        tgt_vocab_size = src_vocab_size if tgt_vocab_size is None else tgt_vocab_size
+        if "tie_embeddings" not in overrides and src_vocab_size != tgt_vocab_size:
+            overrides = {**overrides, "tie_embeddings": False}
+        return cls(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                   **{**fields, **overrides})
+

@@ -1,0 +1,108 @@
+"""The decoder: a stack of N identical layers with masked self-attention and
+cross-attention over the encoder's output (§3.1)."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .config import TransformerConfig
+from .feedforward import PositionwiseFeedForward
+from .residual import ResidualNorm
+
+Tensor = torch.Tensor
+
+
+class KVCache:
+    """Keys and values of the positions decoded so far, one entry per decoder layer.
+
+    Self-attention appends the new position's key and value at each step; cross-attention
+    projects the encoder's memory once and reuses it. ``length`` is the number of target
+    positions already decoded.
+    """
+
+    def __init__(self, n_layers: int):
+        self.layers: List[Dict[str, dict]] = [{"self": {}, "cross": {}} for _ in range(n_layers)]
+
+    @property
+    def length(self) -> int:
+        first = self.layers[0]["self"]
+        return first["k"].shape[2] if "k" in first else 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (beam search: follow each beam's parent)."""
+        for layer in self.layers:
+            for part in layer.values():
+                for name in list(part):
+                    part[name] = part[name].index_select(0, index)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention, feed-forward; each in :class:`ResidualNorm`.
+
+    Shape:
+        x: (B, T, D); memory: (B, S, D); tgt_mask: broadcastable to (B, H, T, T);
+        memory_mask: broadcastable to (B, H, T, S). Returns (B, T, D) and a dict of the
+        "self" (B, H, T, T) and "cross" (B, H, T, S) weights (None unless requested).
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        c = config
+        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.attn_drop)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.h, c.attn_drop)
+        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.P_drop)
+        blocks = [ResidualNorm(c.d_model, c.P_drop, c.norm_first, c.layer_norm_eps)
+                  for _ in range(3)]
+        self.self_block, self.cross_block, self.ff_block = blocks
+
+    def forward(self, x: Tensor, memory: Tensor, tgt_mask: Optional[Tensor] = None,
+                memory_mask: Optional[Tensor] = None, need_weights: bool = False,
+                cache: Optional[Dict[str, dict]] = None, is_causal: bool = False
+                ) -> Tuple[Tensor, Dict[str, Optional[Tensor]]]:
+        weights: Dict[str, Optional[Tensor]] = {}
+
+        def self_attention(y: Tensor) -> Tensor:
+            out, weights["self"] = self.self_attn(
+                y, mask=tgt_mask, need_weights=need_weights,
+                cache=None if cache is None else cache["self"], is_causal=is_causal)
+            return out
+
+        def cross_attention(y: Tensor) -> Tensor:
+            out, weights["cross"] = self.cross_attn(
+                y, memory, mask=memory_mask, need_weights=need_weights,
+                cache=None if cache is None else cache["cross"])
+            return out
+
+        x = self.self_block(x, self_attention)                               # (B, T, D)
+        x = self.cross_block(x, cross_attention)                             # (B, T, D)
+        x = self.ff_block(x, self.feed_forward)                              # (B, T, D)
+        return x, weights
+
+
+class Decoder(nn.Module):
+    """N decoder layers; with pre-norm, a final LayerNorm.
+
+    Shape:
+        x: (B, T, D) embedded target; memory: (B, S, D). Returns (B, T, D) and a list of N
+        weight dicts (see :class:`DecoderLayer`).
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.N))
+        self.norm = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+                     if config.norm_first else nn.Identity())
+
+    def forward(self, x: Tensor, memory: Tensor, tgt_mask: Optional[Tensor] = None,
+                memory_mask: Optional[Tensor] = None, need_weights: bool = False,
+                cache: Optional[KVCache] = None, is_causal: bool = False
+                ) -> Tuple[Tensor, List[Dict[str, Optional[Tensor]]]]:
+        weights = []
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else cache.layers[i]
+            x, w = layer(x, memory, tgt_mask, memory_mask, need_weights, layer_cache, is_causal)
+            weights.append(w)
+        return self.norm(x), weights

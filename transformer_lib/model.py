@@ -1,0 +1,118 @@
+"""The complete encoder-decoder Transformer (§3, Figure 1)."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import nn
+
+from .checks import check_mask, check_token_ids
+from .config import TransformerConfig
+from .decoder import Decoder, KVCache
+from .embedding import TokenEmbedding
+from .encoder import Encoder
+from .masks import padding_mask
+from .positional import PositionalEncoding
+
+Tensor = torch.Tensor
+Weights = Dict[str, list]
+
+
+class Transformer(nn.Module):
+    """Embeddings + positions, encoder, decoder and the pre-softmax projection.
+
+    With ``config.tie_embeddings`` the source embedding, the target embedding and the
+    output projection share one (V, D) matrix (§3.4).
+
+    Masks are boolean, True = may attend. When not given, ``src_mask`` is built from
+    ``config.pad_id`` and the decoder's self-attention is causal and ignores padded targets.
+
+    Shape:
+        src: (B, S) ids, tgt: (B, T) ids  ->  logits (B, T, V)
+        src_mask: broadcastable to (B, H, 1, S); tgt_mask: broadcastable to (B, H, T, T)
+        (the causal mask is always added to ``tgt_mask``).
+    """
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
+        c = self.config = config
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
+        self.tgt_embed = (self.src_embed if c.tie_embeddings
+                          else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id))
+        self.positions = PositionalEncoding(c.d_model, c.max_len, c.P_drop, c.pe_layout)
+        self.encoder = Encoder(c)
+        self.decoder = Decoder(c)
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        for p in list(self.encoder.parameters()) + list(self.decoder.parameters()):
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+        if c.tie_embeddings:
+            self.generator.weight = self.tgt_embed.weight
+
+    # --------------------------------------------------------------------------------
+    def encode(self, src: Tensor, src_mask: Optional[Tensor] = None,
+               need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, List]]:
+        """Source ids (B, S) -> memory (B, S, D) [, encoder weights per layer]."""
+        c = self.config
+        check_token_ids(src, "src", c.src_vocab_size)
+        src_mask = self._src_mask(src, src_mask)
+        x = self.positions(self.src_embed(src))                               # (B, S, D)
+        memory, weights = self.encoder(x, src_mask, need_weights)             # (B, S, D)
+        return (memory, weights) if need_weights else memory
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Optional[Tensor] = None,
+               tgt_mask: Optional[Tensor] = None, cache: Optional[KVCache] = None,
+               need_weights: bool = False, src: Optional[Tensor] = None
+               ) -> Union[Tensor, Tuple[Tensor, List]]:
+        """Target ids (B, T) and memory (B, S, D) -> logits (B, T, V) [, weights per layer].
+
+        ``src_mask`` masks padded source positions (pass it, or ``src`` to rebuild it).
+        With a :class:`KVCache`, ``tgt`` holds only the new positions: earlier positions'
+        keys and values come from the cache, which this call extends.
+        """
+        c = self.config
+        check_token_ids(tgt, "tgt", c.tgt_vocab_size)
+        if src_mask is None and src is not None:
+            src_mask = self._src_mask(src, None)
+        B, T = tgt.shape
+        check_mask(src_mask, "src_mask", (B, c.h, 1, memory.shape[1]))
+        offset = 0 if cache is None else cache.length
+        if tgt_mask is None and cache is None:
+            tgt_mask = padding_mask(tgt, c.pad_id)                            # (B, 1, 1, T)
+        check_mask(tgt_mask, "tgt_mask", (B, c.h, T, offset + T))
+        y = self.positions(self.tgt_embed(tgt), offset=offset)                # (B, T, D)
+        h, weights = self.decoder(y, memory, tgt_mask, src_mask, need_weights, cache,
+                                  is_causal=True)                             # (B, T, D)
+        logits = self.generator(h)                                            # (B, T, V)
+        return (logits, weights) if need_weights else logits
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Optional[Tensor] = None,
+                tgt_mask: Optional[Tensor] = None, need_weights: bool = False
+                ) -> Union[Tensor, Tuple[Tensor, Weights]]:
+        """Teacher-forced pass: logits (B, T, V) for every target position.
+
+        With ``need_weights=True`` also returns ``{"encoder": [...], "decoder_self": [...],
+        "decoder_cross": [...]}``, one (B, H, T_q, T_k) tensor per layer.
+        """
+        src_mask = self._src_mask(src, src_mask) if isinstance(src, Tensor) else src_mask
+        if not need_weights:
+            return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+        memory, enc_w = self.encode(src, src_mask, need_weights=True)
+        logits, dec_w = self.decode(tgt, memory, src_mask, tgt_mask, need_weights=True)
+        return logits, {"encoder": enc_w,
+                        "decoder_self": [w["self"] for w in dec_w],
+                        "decoder_cross": [w["cross"] for w in dec_w]}
+
+    def new_cache(self) -> KVCache:
+        """An empty key/value cache for incremental decoding with :meth:`decode`."""
+        return KVCache(self.config.N)
+
+    def _src_mask(self, src: Tensor, src_mask: Optional[Tensor]) -> Tensor:
+        c = self.config
+        if src_mask is None:
+            check_token_ids(src, "src", c.src_vocab_size)
+            return padding_mask(src, c.pad_id)                                # (B, 1, 1, S)
+        check_mask(src_mask, "src_mask", (src.shape[0], c.h, 1, src.shape[1]))
+        return src_mask

@@ -1,0 +1,63 @@
+"""Sinusoidal positional encoding (§3.5)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved",
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The (max_len, d_model) table of §3.5:
+
+        PE[pos, 2i] = sin(pos / 10000^(2i/d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)).
+
+    ``layout="interleaved"`` is the paper's (sin, cos, sin, cos, ...); ``"concat"`` puts all
+    sines first, then all cosines (``[sin | cos]``), a fixed permutation of the columns.
+    Computed in float64 and cast to ``dtype``.
+    """
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
+    if layout not in ("interleaved", "concat"):
+        raise ValueError(f"layout must be 'interleaved' or 'concat', got {layout!r}")
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)            # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                 # (D/2,)
+    inv_freq = torch.exp(-math.log(10000.0) * two_i / d_model)               # 1 / 10000^(2i/D)
+    angles = pos * inv_freq                                                  # (max_len, D/2)
+    if layout == "interleaved":
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1)            # (max_len, D/2, 2)
+        table = table.flatten(1)                                             # (max_len, D)
+    else:
+        table = torch.cat((angles.sin(), angles.cos()), dim=-1)              # (max_len, D)
+    return table.to(dtype)
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoidal table to the embeddings, then apply dropout (§3.5, §5.4).
+
+    The table is a registered buffer: it moves with ``.to(device)`` and is saved in the
+    ``state_dict``, but it is not a parameter and is never trained.
+
+    Shape:
+        x: (B, L, D)  ->  (B, L, D); ``offset`` shifts the positions (incremental decoding).
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1,
+                 layout: str = "interleaved"):
+        super().__init__()
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model, layout), persistent=True)
+        self.dropout = nn.Dropout(dropout)
+
+    @property
+    def max_len(self) -> int:
+        return self.pe.shape[0]
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        length = x.shape[1]
+        if offset + length > self.max_len:
+            raise ValueError(
+                f"sequence of length {offset + length} is longer than the positional table "
+                f"(max_len={self.max_len}); build the model with a larger max_len")
+        pe = self.pe[offset:offset + length].to(x.dtype)                      # (L, D)
+        return self.dropout(x + pe)                                           # (B, L, D)
