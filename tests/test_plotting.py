@@ -1,0 +1,83 @@
+"""Figure structure of transformer_lib.plotting (Agg backend, nothing shown)."""
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from transformer_lib import MultiHeadAttention, causal_mask, sinusoidal_table  # noqa: E402
+from transformer_lib import plotting  # noqa: E402
+
+TOKENS = ["<s>", "the", "cat", "sat", "</s>"]
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def colorbars(fig):
+    return [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+
+
+def test_positional_heatmap():
+    table = sinusoidal_table(20, 16)
+    fig = plotting.positional_heatmap(table)
+    assert len(fig.axes) == 2 and len(colorbars(fig)) == 1
+    image = fig.axes[0].images[0].get_array()
+    assert image.shape == (20, 16)
+    assert torch.allclose(torch.as_tensor(image.data), table)
+
+
+def test_positional_curves():
+    table = sinusoidal_table(50, 16)
+    fig = plotting.positional_curves(table, dims=[0, 3, 10])
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 3
+    assert torch.allclose(torch.as_tensor(lines[1].get_ydata()), table[:, 3])
+    with pytest.raises(ValueError, match="dims"):
+        plotting.positional_curves(table, dims=[16])
+
+
+def test_attention_heads_one_layer():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 4)
+    _, w = mha(torch.randn(1, 5, 8), need_weights=True)                      # (1, 4, 5, 5)
+    fig = plotting.attention_heads(w, TOKENS)
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(panels) == 4 and len(colorbars(fig)) == 1
+    assert [t.get_text() for t in panels[0].get_yticklabels()] == TOKENS
+    assert [t.get_text() for t in panels[2].get_xticklabels()] == TOKENS
+    assert panels[1].get_title() == "head 1"
+    assert torch.allclose(torch.as_tensor(panels[3].images[0].get_array().data), w[0, 3])
+
+
+def test_attention_heads_layers_and_cross():
+    layers = [torch.rand(1, 2, 3, 5).softmax(-1) for _ in range(3)]          # 3 layers, 2 heads
+    fig = plotting.attention_heads(layers, TOKENS[:3], TOKENS, row_labels=["l0", "l1", "l2"])
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(panels) == 6 and len(colorbars(fig)) == 1
+    assert panels[2].get_ylabel() == "l1"
+    assert [t.get_text() for t in panels[4].get_xticklabels()] == TOKENS
+    with pytest.raises(ValueError, match="key tokens"):
+        plotting.attention_heads(layers, TOKENS[:3], TOKENS[:4])
+
+
+def test_mask_grid():
+    mask = causal_mask(4)                                                    # (1, 1, 4, 4)
+    fig = plotting.mask_grid(mask, TOKENS[:4])
+    assert len(fig.axes) == 1
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS[:4]
+    assert torch.equal(torch.as_tensor(ax.images[0].get_array().data), mask[0, 0].float())
+    with pytest.raises(TypeError, match="bool"):
+        plotting.mask_grid(mask.float())
+
+
+def test_draw_into_given_axes():
+    fig, axes = plt.subplots(1, 2)
+    out = plotting.mask_grid(causal_mask(3), ax=axes[1])
+    assert out is fig and axes[1].images

@@ -1,0 +1,145 @@
+"""Matplotlib figures reused by the notebooks: positional encodings, attention, masks.
+
+Every function returns the ``matplotlib.figure.Figure`` it drew and never calls
+``plt.show()``; pass ``ax=`` to draw into an existing axes instead of a new figure.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.figure import Figure
+
+Tensor = torch.Tensor
+
+
+def _as_2d(x, name: str) -> Tensor:
+    """A CPU float tensor with the leading size-1 dimensions removed; must end up 2-D."""
+    x = torch.as_tensor(x).detach().cpu()
+    while x.dim() > 2 and x.shape[0] == 1:
+        x = x[0]
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (after dropping leading 1s), got {tuple(x.shape)}")
+    return x.float()
+
+
+def _axes(ax, figsize) -> tuple:
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        return fig, ax
+    return ax.figure, ax
+
+
+def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encoding") -> Figure:
+    """Heatmap of a (positions, d_model) table: one row per position, one column per dimension."""
+    table = _as_2d(table, "table")                                           # (L, D)
+    fig, ax = _axes(ax, (7, 3.5))
+    im = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                   interpolation="nearest")
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("position")
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, label="value")
+    return fig
+
+
+def positional_curves(table, dims: Sequence[int], ax=None,
+                      title: str = "Positional encoding of chosen dimensions") -> Figure:
+    """One curve per chosen dimension, value against position."""
+    table = _as_2d(table, "table")                                           # (L, D)
+    bad = [d for d in dims if not 0 <= d < table.shape[1]]
+    if bad:
+        raise ValueError(f"dims must lie in [0, {table.shape[1]}), got {bad}")
+    fig, ax = _axes(ax, (7, 3))
+    for d in dims:
+        ax.plot(table[:, d].numpy(), label=f"dim {d}")
+    ax.set_xlabel("position")
+    ax.set_ylabel("value")
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize="small", ncol=2)
+    return fig
+
+
+def _label_axes(ax, tokens_q, tokens_k, left: bool, bottom: bool) -> None:
+    ax.set_xticks(range(len(tokens_k)))
+    ax.set_xticklabels(tokens_k if bottom else [""] * len(tokens_k), rotation=90)
+    ax.set_yticks(range(len(tokens_q)))
+    ax.set_yticklabels(tokens_q if left else [""] * len(tokens_q))
+
+
+def _stack_heads(weights) -> Tensor:
+    """Accept (H, T_q, T_k), (L, H, T_q, T_k), or a list of per-layer (H, T_q, T_k) or
+    (1, H, T_q, T_k) (one sentence of a model's ``need_weights`` output)."""
+    if isinstance(weights, (list, tuple)):
+        layers = [torch.as_tensor(w).detach().cpu() for w in weights]
+        layers = [w[0] if w.dim() == 4 and w.shape[0] == 1 else w for w in layers]
+        weights = torch.stack(layers)                                        # (L, H, T_q, T_k)
+    weights = torch.as_tensor(weights).detach().cpu().float()
+    if weights.dim() == 3:
+        weights = weights[None]                                              # (1, H, T_q, T_k)
+    if weights.dim() != 4:
+        raise ValueError("weights must be (H, T_q, T_k), (L, H, T_q, T_k) or a list of "
+                         f"per-layer (H, T_q, T_k); got shape {tuple(weights.shape)}")
+    return weights
+
+
+def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequence[str]] = None,
+                    row_labels: Optional[Sequence[str]] = None,
+                    title: Optional[str] = None, cell: float = 0.28) -> Figure:
+    """A grid of attention heatmaps: one row per layer, one column per head.
+
+    Rows are queries (``tokens_q``), columns keys (``tokens_k``, default ``tokens_q``); all
+    panels share the colour scale [0, 1] and one colour bar.
+    """
+    w = _stack_heads(weights)                                                # (L, H, T_q, T_k)
+    tokens_k = list(tokens_q if tokens_k is None else tokens_k)
+    tokens_q = list(tokens_q)
+    n_rows, n_heads, t_q, t_k = w.shape
+    if (t_q, t_k) != (len(tokens_q), len(tokens_k)):
+        raise ValueError(f"weights are {t_q} x {t_k} but got {len(tokens_q)} query and "
+                         f"{len(tokens_k)} key tokens")
+    size = (max(2.0, cell * t_k) * n_heads + 1.2, max(2.0, cell * t_q) * n_rows + 0.6)
+    fig, axes = plt.subplots(n_rows, n_heads, figsize=size, squeeze=False, layout="constrained")
+    for r in range(n_rows):
+        for c in range(n_heads):
+            ax = axes[r, c]
+            im = ax.imshow(w[r, c].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            _label_axes(ax, tokens_q, tokens_k, left=c == 0, bottom=r == n_rows - 1)
+            if r == 0:
+                ax.set_title(f"head {c}", fontsize="medium")
+        if row_labels is not None:
+            axes[r, 0].set_ylabel(row_labels[r])
+    fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def mask_grid(mask, tokens_q: Optional[Sequence[str]] = None,
+              tokens_k: Optional[Sequence[str]] = None, ax=None,
+              title: str = "mask (True = may attend)") -> Figure:
+    """Draw a boolean (T_q, T_k) mask: filled cells may attend, white cells are blocked.
+
+    Leading size-1 dimensions (as in (1, 1, T, T) masks) are dropped; ``tokens_k`` defaults
+    to ``tokens_q`` for a square mask.
+    """
+    mask = torch.as_tensor(mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must have dtype torch.bool, got {mask.dtype}")
+    grid = _as_2d(mask, "mask")                                              # (T_q, T_k)
+    t_q, t_k = grid.shape
+    fig, ax = _axes(ax, (max(2.5, 0.35 * t_k + 1), max(2.5, 0.35 * t_q + 1)))
+    ax.imshow(grid.numpy(), cmap="Blues", vmin=0, vmax=1.25)
+    ax.set_xticks([x - 0.5 for x in range(1, t_k)], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, t_q)], minor=True)
+    ax.grid(which="minor", color="grey", linewidth=0.5)
+    ax.tick_params(which="minor", length=0)
+    tokens_q = list(tokens_q) if tokens_q is not None else [str(i) for i in range(t_q)]
+    if tokens_k is None:
+        tokens_k = tokens_q if t_q == t_k else [str(j) for j in range(t_k)]
+    _label_axes(ax, tokens_q, list(tokens_k), left=True, bottom=True)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.set_title(title, fontsize="medium")
+    return fig
