@@ -1,0 +1,236 @@
+"""Exercise checkers of notebooks 01-03: correct answers pass, classic mistakes get the
+right diagnosis."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lib import sinusoidal_table
+from transformer_lib.exercises import ex01_embedding as ex01
+from transformer_lib.exercises import ex02_positional as ex02
+from transformer_lib.exercises import ex03_attention as ex03
+from transformer_lib.masks import to_blocked
+
+
+def failed_with(feedback, *words):
+    text = str(feedback)
+    return (not feedback.passed) and all(w in text for w in words)
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError
+
+
+# --- 01 embedding ---------------------------------------------------------------------
+def test_text_to_ids_correct_and_wrong():
+    assert ex01.check_text_to_ids(ex01.reference_encode)
+
+    def no_markers(s, vocab, n):
+        ids = [vocab.get(w, 3) for w in s.split()]
+        return torch.tensor(ids + [0] * (n - len(ids)))
+
+    def left_pad(s, vocab, n):
+        ids = ex01.reference_encode(s, vocab, n)
+        k = int((ids != 0).sum())
+        return torch.cat((ids[k:], ids[:k]))
+
+    def drops_unknown(s, vocab, n):
+        words = " ".join(w for w in s.split() if w in vocab)
+        return ex01.reference_encode(words, vocab, n)
+
+    assert failed_with(ex01.check_text_to_ids(no_markers), "<s>")
+    assert failed_with(ex01.check_text_to_ids(left_pad), "pad on the right")
+    assert failed_with(ex01.check_text_to_ids(drops_unknown), "<unk>")
+    assert failed_with(ex01.check_text_to_ids(stub), "not implemented")
+
+
+def test_one_hot_lookup():
+    assert ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids, w.shape[0]).float() @ w)
+    assert ex01.check_one_hot_lookup(lambda ids, w: w[ids])
+    assert failed_with(ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids, w.shape[0])),
+                       "one-hot vectors themselves")
+    assert failed_with(ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids) @ w), "raised")
+
+
+def make_embedding(scale="sqrt", padding=True, zero_pad=True, bad_attr=False):
+    class Emb(nn.Module):
+        def __init__(self, vocab, d_model, pad_id):
+            super().__init__()
+            self.lookup = nn.Embedding(vocab, d_model, padding_idx=pad_id if padding else None)
+            if not zero_pad:
+                nn.init.normal_(self.lookup.weight)
+            self.d_model = d_model
+
+        def forward(self, ids):
+            d = self.embedding_dim if bad_attr else self.d_model
+            factor = {"sqrt": math.sqrt(d), "none": 1.0, "d": d, "div": 1 / math.sqrt(d)}[scale]
+            return self.lookup(ids) * factor
+    return Emb
+
+
+def test_scaled_embedding():
+    assert ex01.check_scaled_embedding(make_embedding())
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(scale="none")),
+                       "forgot the sqrt(d_model) scale")
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(scale="d")),
+                       "by d_model instead")
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(scale="div")), "divided")
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(padding=False)),
+                       "padding_idx")
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(zero_pad=False)),
+                       "<pad> vector is not zero")
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(bad_attr=True)),
+                       "AttributeError", "before it is assigned")
+
+
+# --- 02 positional ----------------------------------------------------------------------
+def pow_table(max_len, d_model):
+    pos = torch.arange(max_len).unsqueeze(1)
+    i = torch.arange(0, d_model, 2)
+    angles = pos / torch.pow(10000.0, i / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angles), torch.cos(angles)
+    return pe
+
+
+def test_sinusoidal_table_correct():
+    assert ex02.check_sinusoidal_table(pow_table)
+    assert ex02.check_sinusoidal_table(lambda n, d: sinusoidal_table(n, d))
+
+
+@pytest.mark.parametrize("key,words", [
+    (0, "frequencies inverted"), (1, "concatenated"), (2, "swapped"), (3, "i/d_model")])
+def test_sinusoidal_table_wrong(key, words):
+    def wrong(n, d):
+        return list(ex02.wrong_tables(n, d).values())[key].float()
+    assert failed_with(ex02.check_sinusoidal_table(wrong), words)
+
+
+def test_sinusoidal_table_inverted_hand_written():
+    def inverted(max_len, d_model):
+        pos = torch.arange(max_len).unsqueeze(1)
+        angles = pos * torch.pow(10000.0, torch.arange(0, d_model, 2) / d_model)
+        return torch.stack((angles.sin(), angles.cos()), -1).flatten(1)
+    fb = ex02.check_sinusoidal_table(inverted)
+    assert failed_with(fb, "frequencies inverted: you multiplied by 10000^(2i/d) instead")
+    assert failed_with(ex02.check_sinusoidal_table(lambda n, d: pow_table(n, d).T),
+                       "transposed")
+
+
+def make_pe(store="buffer", slice_=True, dropout=True):
+    class PE(nn.Module):
+        def __init__(self, d_model, max_len, p):
+            super().__init__()
+            table = sinusoidal_table(max_len, d_model)
+            if store == "buffer":
+                self.register_buffer("pe", table)
+            elif store == "param":
+                self.pe = nn.Parameter(table)
+            else:
+                self.pe = table
+            self.drop = nn.Dropout(p) if dropout else nn.Identity()
+
+        def forward(self, x):
+            pe = self.pe[: x.shape[1]] if slice_ else self.pe
+            return self.drop(x + pe)
+    return PE
+
+
+def test_positional_module():
+    assert ex02.check_positional_module(make_pe())
+    assert failed_with(ex02.check_positional_module(make_pe(store="attr")),
+                       "plain attribute", "register_buffer")
+    assert failed_with(ex02.check_positional_module(make_pe(store="param")), "nn.Parameter")
+    assert failed_with(ex02.check_positional_module(make_pe(slice_=False)),
+                       "slice the table to the input length")
+    assert failed_with(ex02.check_positional_module(make_pe(dropout=False)), "no dropout")
+
+
+def test_rotation():
+    assert ex02.check_rotation(ex02.reference_rotation)
+    assert failed_with(ex02.check_rotation(lambda k, d: ex02.reference_rotation(k, d).T),
+                       "wrong way")
+    assert failed_with(ex02.check_rotation(
+        lambda k, d: ex02.reference_rotation(k, d, invert=True)), "frequencies inverted")
+    # the property the checker relies on, independently of it
+    pe = sinusoidal_table(30, 8, dtype=torch.float64)
+    M = ex02.reference_rotation(4, 8)
+    torch.testing.assert_close(pe[10:20] @ M.T, pe[14:24])
+
+
+# --- 03 attention -------------------------------------------------------------------------
+def make_attention(scale="sqrt", dim=-1, mask_mode="ok"):
+    def attn(q, k, v, mask=None):
+        d_k = q.shape[-1]
+        s = q @ k.transpose(-2, -1)
+        s = s / {"sqrt": math.sqrt(d_k), "none": 1.0, "d": d_k}[scale]
+        if mask is not None and mask_mode != "ignore":
+            m = ~mask if mask_mode == "inverted" else mask
+            s = s.masked_fill(~m, float("-inf"))
+        w = s.softmax(dim=dim)
+        return w @ v, w
+    return attn
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(scale="none"), "forgot the 1/sqrt(d_k) scale"),
+    (dict(scale="d"), "instead of sqrt(d_k)"),
+    (dict(dim=-2), "wrong dimension"),
+    (dict(mask_mode="inverted"), "mask convention inverted"),
+    (dict(mask_mode="ignore"), "mask is ignored"),
+])
+def test_scaled_dot_product_wrong(kwargs, words):
+    assert failed_with(ex03.check_scaled_dot_product(make_attention(**kwargs)), words)
+
+
+def test_scaled_dot_product_correct():
+    assert ex03.check_scaled_dot_product(make_attention())
+    assert failed_with(ex03.check_scaled_dot_product(stub), "not implemented")
+
+
+def split_ok(x, h):
+    B, L, D = x.shape
+    return x.view(B, L, h, D // h).transpose(1, 2)
+
+
+def merge_ok(x):
+    B, H, L, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * d_k)
+
+
+def test_split_merge():
+    assert ex03.check_split_merge(split_ok, merge_ok)
+    no_transpose = lambda x, h: x.view(x.shape[0], h, x.shape[1], -1)  # noqa: E731
+    assert failed_with(ex03.check_split_merge(no_transpose, merge_ok), "without transpose")
+    forgot = lambda x, h: x.view(*x.shape[:2], h, -1)  # noqa: E731
+    assert failed_with(ex03.check_split_merge(forgot, merge_ok), "forgot .transpose(1, 2)")
+    merge_bad = lambda x: x.reshape(x.shape[0], x.shape[2], -1)  # noqa: E731
+    assert failed_with(ex03.check_split_merge(split_ok, merge_bad), "without transposing back")
+    merge_view = lambda x: x.transpose(1, 2).view(x.shape[0], x.shape[2], -1)  # noqa: E731
+    assert failed_with(ex03.check_split_merge(split_ok, merge_view), "not contiguous")
+
+
+def make_torch_run(batch_first=True, convert_mask=True):
+    def run(ours, x, mask):
+        ref = nn.MultiheadAttention(ours.d_model, ours.h, batch_first=batch_first)
+        with torch.no_grad():
+            ref.in_proj_weight.copy_(ours.in_proj.weight)
+            ref.in_proj_bias.copy_(ours.in_proj.bias)
+            ref.out_proj.weight.copy_(ours.out_proj.weight)
+            ref.out_proj.bias.copy_(ours.out_proj.bias)
+        m = to_blocked(mask) if convert_mask else mask
+        return ref.eval()(x, x, x, attn_mask=m, need_weights=False)[0]
+    return run
+
+
+def test_torch_mha():
+    assert ex03.check_torch_mha(make_torch_run())
+    assert failed_with(ex03.check_torch_mha(make_torch_run(batch_first=False)),
+                       "batch_first trap")
+    # with batch size == length the wrong layout runs silently; still diagnosed
+    assert failed_with(ex03.check_torch_mha(make_torch_run(batch_first=False), batch=5),
+                       "batch_first trap", "across the batch")
+    assert failed_with(ex03.check_torch_mha(make_torch_run(convert_mask=False)),
+                       "mask convention inverted", "to_blocked")

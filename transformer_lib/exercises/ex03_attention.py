@@ -1,0 +1,161 @@
+"""Checkers for notebook 03 (scaled dot-product and multi-head attention, §3.2)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..attention import MultiHeadAttention, attention
+from ..masks import causal_mask
+from . import Feedback, check_tensor, run_learner_code
+
+
+def _inputs(seed: int = 0, B: int = 2, T: int = 5, d_k: int = 16):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(B, T, d_k, generator=g) * 2 for _ in range(3))    # (B, T, d_k)
+    return q, k, v
+
+
+def _wrong_attention(q, k, v, mask) -> dict:
+    """Weights of the classic mistakes, each with its diagnosis."""
+    d_k = q.shape[-1]
+    raw = q @ k.transpose(-2, -1)                                            # (B, T, T)
+    fill = torch.finfo(raw.dtype).min
+
+    def soft(scores, m, dim=-1):
+        return (scores.masked_fill(~m, fill) if m is not None else scores).softmax(dim)
+
+    return {
+        "forgot the 1/sqrt(d_k) scale: scores = Q K^T / math.sqrt(d_k)": soft(raw, mask),
+        "divided by d_k instead of sqrt(d_k)": soft(raw / d_k, mask),
+        "softmax over the wrong dimension: each query's row (dim=-1, over the keys) must "
+        "sum to 1": soft(raw / math.sqrt(d_k), mask, dim=-2),
+        "mask convention inverted: True means 'may attend' (the convention of "
+        "scaled_dot_product_attention); you blocked the allowed keys":
+            soft(raw / math.sqrt(d_k), None if mask is None else ~mask),
+        "the mask is ignored: masked_fill the blocked scores before the softmax":
+            soft(raw / math.sqrt(d_k), None),
+    }
+
+
+def _close_where_defined(got: torch.Tensor, wrong: torch.Tensor) -> bool:
+    """allclose on the query rows where ``got`` has no NaN (a fully masked row with -inf)."""
+    rows = ~got.isnan().any(dim=-1)                                          # (B, T_q)
+    return bool(rows.any()) and torch.allclose(got[rows], wrong[rows].to(got.dtype), atol=1e-5)
+
+
+def check_scaled_dot_product(attn_fn) -> Feedback:
+    """``attn_fn(q, k, v, mask=None)`` -> (output, weights), mask bool with True = attend."""
+    fb = Feedback("Exercise 1 (scaled dot-product attention)")
+    q, k, v = _inputs()
+    for mask in (None, causal_mask(q.shape[1])[0]):                          # (1, T, T)
+        result = run_learner_code(fb, attn_fn, q, k, v, mask)
+        if result is None:
+            return fb
+        if not (isinstance(result, tuple) and len(result) == 2):
+            fb.fail("return a pair (output, weights)")
+            return fb
+        out_ref, w_ref = attention(q, k, v, mask)
+        label = "weights" if mask is None else "weights with a causal mask"
+        if not check_tensor(fb, label, result[1], w_ref):
+            if isinstance(result[1], torch.Tensor) and result[1].shape == w_ref.shape:
+                for message, wrong in _wrong_attention(q, k, v, mask).items():
+                    if _close_where_defined(result[1].detach(), wrong):
+                        fb.fail(message)
+                        break
+            return fb
+        if not check_tensor(fb, "output" if mask is None else "output with mask", result[0],
+                            out_ref):
+            return fb
+    return fb
+
+
+def _split_ref(x: torch.Tensor, h: int) -> torch.Tensor:
+    B, L, D = x.shape
+    return x.view(B, L, h, D // h).transpose(1, 2)                           # (B, H, L, d_k)
+
+
+def check_split_merge(split_heads, merge_heads) -> Feedback:
+    """``split_heads(x, h)``: (B, L, D) -> (B, H, L, d_k); ``merge_heads(x)``: the inverse."""
+    fb = Feedback("Exercise 2 (split and merge heads)")
+    B, L, D, h = 2, 5, 12, 3
+    x = torch.arange(B * L * D, dtype=torch.float32).view(B, L, D)           # (B, L, D)
+    got = run_learner_code(fb, split_heads, x, h)
+    if got is None:
+        return fb
+    expected = _split_ref(x, h)
+    if isinstance(got, torch.Tensor) and got.shape == (B, L, h, D // h):
+        fb.fail("shape (B, L, H, d_k): you forgot .transpose(1, 2) after the view")
+        return fb
+    if not check_tensor(fb, "split_heads(x, h)", got, expected):
+        if isinstance(got, torch.Tensor) and torch.equal(got, x.view(B, h, L, D // h)):
+            fb.fail("view straight to (B, H, L, d_k) without transpose: each 'head' then "
+                    "holds pieces of several positions; view to (B, L, H, d_k), then "
+                    ".transpose(1, 2)")
+        return fb
+    merged = run_learner_code(fb, merge_heads, expected.contiguous())
+    if merged is None:
+        if any("view" in n or "contiguous" in n for n in fb.notes):
+            fb.fail("after transpose the tensor is not contiguous: use .reshape or "
+                    ".contiguous().view")
+        return fb
+    if isinstance(merged, torch.Tensor) and merged.shape == x.shape and torch.equal(
+            merged, expected.reshape(B, L, D)):
+        fb.fail("merged without transposing back: transpose(1, 2) to (B, L, H, d_k) "
+                "before reshaping to (B, L, D)")
+        return fb
+    if check_tensor(fb, "merge_heads(split_heads(x))", merged, x):
+        fb.ok("merge_heads undoes split_heads exactly")
+    return fb
+
+
+def check_torch_mha(run_torch_mha, batch: int = 3) -> Feedback:
+    """``run_torch_mha(ours, x, mask)`` -> output of a ``torch.nn.MultiheadAttention`` with
+    the weights of ``ours`` (a MultiHeadAttention), on batch-first ``x`` and our bool mask
+    (True = may attend); must equal ``ours(x, mask=mask)[0]``."""
+    fb = Feedback("Exercise 3 (parity with torch.nn.MultiheadAttention)")
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(16, 4, fused=False).eval()
+    x = torch.randn(batch, 5, 16)                                            # (B, T, D)
+    mask = causal_mask(5)[0, 0]                                              # (T, T)
+    got = run_learner_code(fb, run_torch_mha, ours, x, mask)
+    if got is None:
+        if any("attn_mask" in n and "should be" in n for n in fb.notes):
+            fb.fail("the mask has shape (T, T) but PyTorch read the batch as the sequence: "
+                    "batch_first trap, build nn.MultiheadAttention(..., batch_first=True)")
+        return fb
+    if isinstance(got, tuple):
+        got = got[0]
+    with torch.no_grad():
+        expected = ours(x, mask=mask)[0]
+    if check_tensor(fb, "output", got, expected, atol=1e-5):
+        return fb
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+        return fb
+    ref = _torch_copy(ours)
+    got = got.detach()
+    with torch.no_grad():
+        inverted = ref(x, x, x, attn_mask=mask, need_weights=False)[0]
+        rows = (~mask).any(dim=-1)  # queries that keep a key once the mask is inverted
+        not_first = None
+        if x.shape[0] == x.shape[1]:  # only then does the wrong layout run without an error
+            not_first = _torch_copy(ours, batch_first=False)(x, x, x, attn_mask=~mask,
+                                                             need_weights=False)[0]
+    if not_first is not None and torch.allclose(got, not_first, atol=1e-5):
+        fb.fail("batch_first trap: nn.MultiheadAttention defaults to (T, B, D); with "
+                "batch_first=False it attended across the batch, not the sequence")
+    elif torch.allclose(got[:, rows], inverted[:, rows], atol=1e-5):
+        fb.fail("mask convention inverted: nn.MultiheadAttention's True means *blocked*; "
+                "pass transformer_lib.masks.to_blocked(mask)")
+    return fb
+
+
+def _torch_copy(ours: MultiHeadAttention, batch_first: bool = True) -> nn.MultiheadAttention:
+    ref = nn.MultiheadAttention(ours.d_model, ours.h, batch_first=batch_first).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(ours.in_proj.weight)
+        ref.in_proj_bias.copy_(ours.in_proj.bias)
+        ref.out_proj.weight.copy_(ours.out_proj.weight)
+        ref.out_proj.bias.copy_(ours.out_proj.bias)
+    return ref
