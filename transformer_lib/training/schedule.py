@@ -1,0 +1,35 @@
+"""Adam with the paper's warm-up learning-rate schedule (§5.3, Eq. 3)."""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+from torch import nn
+
+
+def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
+    """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)  (Eq. 3).
+
+    The rate grows linearly for the first ``warmup_steps`` steps, peaks at
+    ``factor * (d_model * warmup_steps)^-0.5`` and then decays as 1/sqrt(step).
+    ``step`` counts from 1 (the first update), as in the paper.
+    """
+    for name, value in (("step", step), ("d_model", d_model), ("warmup_steps", warmup_steps)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def make_optimizer(model: nn.Module, d_model: int, warmup_steps: int = 4000,
+                   factor: float = 1.0
+                   ) -> Tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+    """Adam(beta1=0.9, beta2=0.98, eps=1e-9) and a LambdaLR that follows :func:`noam_lr`.
+
+    Adam's base rate is 1, so the schedule's factor *is* the learning rate. LambdaLR counts
+    its own calls from 0; the update after k calls of ``scheduler.step()`` uses
+    ``noam_lr(k + 1)``: call ``scheduler.step()`` once after every ``optimizer.step()``.
+    """
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda k: noam_lr(k + 1, d_model, warmup_steps, factor))
+    return optimizer, scheduler
