@@ -1,0 +1,180 @@
+"""Tokenizers: text <-> token ids, with the same four special tokens at the same ids.
+
+The model reads and writes integer ids (§3.4: "learned embeddings to convert the input
+tokens and output tokens to vectors"). Two tokenizers share one interface:
+
+- :class:`CharTokenizer`: one id per character; right for the date task.
+- :class:`BPETokenizer`: byte-pair encoding (the paper's "byte-pair encoding ... shared
+  source-target vocabulary of about 37000 tokens", §5.1), trained with the Hugging Face
+  ``tokenizers`` library, never by hand.
+
+Special ids, identical in both: ``PAD_ID = 0`` ``"<pad>"``, ``BOS_ID = 1`` ``"<s>"``,
+``EOS_ID = 2`` ``"</s>"``, ``UNK_ID = 3`` ``"<unk>"``. A character never seen in training
+becomes ``UNK_ID``. ``to_dict()`` holds only JSON-safe values, so a tokenizer can live inside
+a checkpoint read with ``torch.load(weights_only=True)``; :func:`tokenizer_from_dict` rebuilds it.
+"""
+from __future__ import annotations
+
+from typing import Iterable, List, Sequence
+
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)                # index in this tuple == id
+
+
+def _check_texts(texts) -> List[str]:
+    if isinstance(texts, str) or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be an iterable of str (not a single str), got "
+                        f"{type(texts).__name__}")
+    texts = list(texts)
+    bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
+    if bad:
+        raise TypeError(f"texts must hold only str, found {bad[0]}")
+    if not texts:
+        raise ValueError("texts is empty: a tokenizer needs at least one training text")
+    return texts
+
+
+def _check_text(text) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    return text
+
+
+def _as_id_list(ids) -> List[int]:
+    if hasattr(ids, "tolist"):                       # torch.Tensor / numpy array
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise TypeError(f"ids must be a sequence of int, got {type(ids).__name__}")
+    ids = list(ids)
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise TypeError("ids must hold only int token ids (a 1-D sequence)")
+    return ids
+
+
+class _Base:
+    """What both tokenizers share: the special ids and BOS/EOS wrapping."""
+
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def _wrap(self, ids: List[int], add_bos: bool, add_eos: bool) -> List[int]:
+        return [BOS_ID] * bool(add_bos) + ids + [EOS_ID] * bool(add_eos)
+
+    def _check_range(self, ids: List[int]) -> None:
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids holds {bad[0]}, outside the vocabulary [0, {self.vocab_size})")
+
+
+class CharTokenizer(_Base):
+    """One token per character; ids 0-3 are the specials, then the characters in sorted order."""
+
+    kind = "char"
+
+    def __init__(self, chars: Sequence[str]):
+        chars = list(chars)
+        if not all(isinstance(c, str) and len(c) == 1 for c in chars):
+            raise ValueError("chars must be a sequence of single-character strings")
+        if len(set(chars)) != len(chars):
+            raise ValueError("chars must not repeat a character")
+        self.chars = chars
+        self._itos = list(SPECIAL_TOKENS) + chars
+        self._stoi = {c: i for i, c in enumerate(chars, start=len(SPECIAL_TOKENS))}
+
+    @classmethod
+    def train(cls, texts: Iterable[str]) -> "CharTokenizer":
+        """The vocabulary is every character of ``texts``, sorted (deterministic)."""
+        return cls(sorted(set("".join(_check_texts(texts)))))
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._itos)
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> List[int]:
+        ids = [self._stoi.get(c, UNK_ID) for c in _check_text(text)]
+        return self._wrap(ids, add_bos, add_eos)
+
+    def decode(self, ids, skip_special: bool = True) -> str:
+        ids = _as_id_list(ids)
+        self._check_range(ids)
+        keep = [i for i in ids if not (skip_special and i < len(SPECIAL_TOKENS))]
+        return "".join(self._itos[i] for i in keep)
+
+    def id_to_token(self, i: int) -> str:
+        return self._itos[i]
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "chars": list(self.chars)}
+
+
+class BPETokenizer(_Base):
+    """Byte-pair encoding on the Hugging Face ``tokenizers`` library (§5.1).
+
+    Pre-tokenizer and decoder are ``Metaspace`` (spaces become ``"▁"``, as in
+    SentencePiece), so decoding restores the spaces between words. Characters absent from
+    the training texts map to ``<unk>``. Text such as ``"<s>"`` in the input is encoded as
+    plain characters, never as the special token.
+    """
+
+    kind = "bpe"
+
+    def __init__(self, hf_tokenizer):
+        from tokenizers import Tokenizer
+        if not isinstance(hf_tokenizer, Tokenizer):
+            raise TypeError("hf_tokenizer must be a tokenizers.Tokenizer, got "
+                            f"{type(hf_tokenizer).__name__}")
+        for i, tok in enumerate(SPECIAL_TOKENS):
+            if hf_tokenizer.token_to_id(tok) != i:
+                raise ValueError(f"hf_tokenizer must map {tok!r} to id {i}")
+        hf_tokenizer.encode_special_tokens = True    # not serialised: set on every build
+        self.hf = hf_tokenizer
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 8000,
+              min_frequency: int = 2) -> "BPETokenizer":
+        """Learn merges on ``texts`` until ``vocab_size`` tokens (specials included)."""
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 4:
+            raise ValueError(f"vocab_size must be an int > 4, got {vocab_size!r}")
+        texts = _check_texts(texts)
+        hf = Tokenizer(models.BPE(unk_token=UNK))
+        hf.pre_tokenizer = pre_tokenizers.Metaspace()
+        hf.decoder = decoders.Metaspace()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                      special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+        hf.train_from_iterator(texts, trainer=trainer)
+        return cls(hf)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size()
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> List[int]:
+        ids = self.hf.encode(_check_text(text), add_special_tokens=False).ids
+        return self._wrap(ids, add_bos, add_eos)
+
+    def decode(self, ids, skip_special: bool = True) -> str:
+        ids = _as_id_list(ids)
+        self._check_range(ids)
+        return self.hf.decode(ids, skip_special_tokens=skip_special)
+
+    def id_to_token(self, i: int) -> str:
+        return self.hf.id_to_token(i)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "json": self.hf.to_str()}
+
+
+def tokenizer_from_dict(d: dict):
+    """Rebuild a tokenizer from its ``to_dict()`` (dispatch on ``d["kind"]``)."""
+    if not isinstance(d, dict) or "kind" not in d:
+        raise TypeError("d must be a dict made by a tokenizer's to_dict(), with a 'kind' key")
+    if d["kind"] == CharTokenizer.kind:
+        return CharTokenizer(d["chars"])
+    if d["kind"] == BPETokenizer.kind:
+        from tokenizers import Tokenizer
+        return BPETokenizer(Tokenizer.from_str(d["json"]))
+    raise ValueError(f"d['kind'] must be 'char' or 'bpe', got {d['kind']!r}")
