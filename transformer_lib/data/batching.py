@@ -1,0 +1,148 @@
+"""Batches sized by tokens, grouped by length, padded per batch (§5.1).
+
+The paper: "Sentence pairs were batched together by approximate sequence length. Each
+training batch contained a set of sentence pairs containing approximately 25000 source
+tokens and 25000 target tokens." Sorting by length before cutting batches keeps padding
+small; padding only up to the longest example *of the batch* keeps tensors small.
+
+The decoder is trained with teacher forcing: for a target ``y`` it reads
+``tgt_in = <s> y`` and must predict ``tgt_out = y </s>``, one position ahead (§3.1).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from .tokenizers import BOS_ID, EOS_ID, PAD_ID
+
+Example = Tuple[List[int], List[int]]                # (source ids, target ids without specials)
+
+
+@dataclass
+class Batch:
+    """One training batch; padding (``pad_id``) only at the end of each row.
+
+    Attributes:
+        src: (B, S) long, source ids.
+        tgt_in: (B, T) long, ``BOS + y``: what the decoder reads.
+        tgt_out: (B, T) long, ``y + EOS``: what it must predict (the loss target).
+        n_tokens: number of non-pad tokens in ``tgt_out`` (to average the loss).
+        indices: position of each row in the ``examples`` the batch was cut from.
+    """
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    n_tokens: int
+    indices: List[int] = field(default_factory=list)
+
+    def to(self, device) -> "Batch":
+        """A copy with the tensors on ``device``."""
+        return replace(self, src=self.src.to(device), tgt_in=self.tgt_in.to(device),
+                       tgt_out=self.tgt_out.to(device))
+
+    def __len__(self) -> int:
+        return self.src.shape[0]
+
+
+def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
+                 max_len: Optional[int] = None) -> List[Example]:
+    """Tokenize ``(source, target)`` strings into ``(src_ids, tgt_ids)``, no specials added.
+
+    With ``max_len``, pairs that would not fit the model's positions are *dropped*: a
+    source longer than ``max_len`` or a target longer than ``max_len - 1`` (``tgt_in``
+    adds BOS).
+    """
+    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int)
+                                or max_len < 2):
+        raise ValueError(f"max_len must be None or an int >= 2, got {max_len!r}")
+    examples = []
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+            raise TypeError(f"pairs[{i}] must be a (source, target) pair, got {pair!r}")
+        src, tgt = src_tok.encode(pair[0]), tgt_tok.encode(pair[1])
+        if max_len is None or (len(src) <= max_len and len(tgt) + 1 <= max_len):
+            examples.append((src, tgt))
+    return examples
+
+
+def _check_examples(examples) -> List[Example]:
+    examples = list(examples)
+    for i, ex in enumerate(examples):
+        if not (isinstance(ex, (tuple, list)) and len(ex) == 2):
+            raise TypeError(f"examples[{i}] must be a (src_ids, tgt_ids) pair, got {ex!r}")
+        if len(ex[0]) == 0:
+            raise ValueError(f"examples[{i}] has an empty source")
+    return examples
+
+
+def _cost(ex: Example) -> int:
+    """Padded tokens one example needs per batch row: max(source length, target + 1)."""
+    return max(len(ex[0]), len(ex[1]) + 1)
+
+
+def _group(examples: List[Example], order: List[int], max_tokens: int) -> List[List[int]]:
+    """Cut the length-sorted ``order`` into groups with rows * longest row <= max_tokens."""
+    groups, current, longest = [], [], 0
+    for i in order:
+        cost = _cost(examples[i])
+        if current and (len(current) + 1) * max(longest, cost) > max_tokens:
+            groups.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, cost)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _pad(rows: List[List[int]], pad_id: int) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def make_batch(examples: Sequence[Example], indices: List[int], pad_id: int = PAD_ID,
+               bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> Batch:
+    """Pad the chosen examples into one :class:`Batch`."""
+    chosen = [examples[i] for i in indices]
+    src = _pad([list(s) for s, _ in chosen], pad_id)                          # (B, S)
+    tgt_in = _pad([[bos_id] + list(t) for _, t in chosen], pad_id)            # (B, T)
+    tgt_out = _pad([list(t) + [eos_id] for _, t in chosen], pad_id)           # (B, T)
+    n_tokens = sum(len(t) + 1 for _, t in chosen)
+    return Batch(src, tgt_in, tgt_out, n_tokens, list(indices))
+
+
+def token_batches(examples: Sequence[Example], max_tokens: int, shuffle: bool = True,
+                  seed: int = 0, pad_id: int = PAD_ID, bos_id: int = BOS_ID,
+                  eos_id: int = EOS_ID) -> List[Batch]:
+    """All ``examples`` in batches of at most ``max_tokens`` padded tokens, each once.
+
+    Examples are sorted by (source, target) length and cut into batches whose padded
+    source and padded target each hold at most ``max_tokens`` tokens (B * S and B * T).
+    With ``shuffle``, ties in length are broken at random and the batch order is shuffled,
+    both by ``random.Random(seed)``: pass ``seed + epoch`` for a new order every epoch.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    examples = _check_examples(examples)
+    if not examples:
+        return []
+    longest = max(range(len(examples)), key=lambda i: _cost(examples[i]))
+    if _cost(examples[longest]) > max_tokens:
+        raise ValueError(f"max_tokens={max_tokens} is smaller than examples[{longest}], which "
+                         f"needs {_cost(examples[longest])} tokens; raise max_tokens or drop "
+                         "long pairs with encode_pairs(..., max_len=...)")
+    rng = random.Random(seed)
+    order = list(range(len(examples)))
+    if shuffle:
+        rng.shuffle(order)
+    order.sort(key=lambda i: (len(examples[i][0]), len(examples[i][1])))      # stable
+    groups = _group(examples, order, max_tokens)
+    if shuffle:
+        rng.shuffle(groups)
+    return [make_batch(examples, g, pad_id, bos_id, eos_id) for g in groups]
