@@ -81,3 +81,11 @@ def test_draw_into_given_axes():
     fig, axes = plt.subplots(1, 2)
     out = plotting.mask_grid(causal_mask(3), ax=axes[1])
     assert out is fig and axes[1].images
+
+
+def test_attention_heads_colour_scale():
+    w = torch.rand(2, 3, 3).softmax(-1) * 0.5                                # (H, T, T)
+    fig = plotting.attention_heads(w, TOKENS[:3])
+    assert fig.axes[0].images[0].get_clim() == (0.0, 1.0)
+    fig = plotting.attention_heads(w, TOKENS[:3], vmax=None)
+    assert fig.axes[1].images[0].get_clim() == pytest.approx((0.0, w.max().item()))

@@ -86,11 +86,13 @@ def _stack_heads(weights) -> Tensor:
 
 def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequence[str]] = None,
                     row_labels: Optional[Sequence[str]] = None,
-                    title: Optional[str] = None, cell: float = 0.28) -> Figure:
+                    title: Optional[str] = None, vmax: Optional[float] = 1.0,
+                    cell: float = 0.3) -> Figure:
     """A grid of attention heatmaps: one row per layer, one column per head.
 
     Rows are queries (``tokens_q``), columns keys (``tokens_k``, default ``tokens_q``); all
-    panels share the colour scale [0, 1] and one colour bar.
+    panels share one colour scale, [0, vmax] (``vmax=None``: the largest weight), and one
+    colour bar.
     """
     w = _stack_heads(weights)                                                # (L, H, T_q, T_k)
     tokens_k = list(tokens_q if tokens_k is None else tokens_k)
@@ -99,12 +101,14 @@ def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequenc
     if (t_q, t_k) != (len(tokens_q), len(tokens_k)):
         raise ValueError(f"weights are {t_q} x {t_k} but got {len(tokens_q)} query and "
                          f"{len(tokens_k)} key tokens")
-    size = (max(2.0, cell * t_k) * n_heads + 1.2, max(2.0, cell * t_q) * n_rows + 0.6)
+    vmax = float(w.max()) if vmax is None else vmax
+    scale = max(cell, 1.8 / max(t_q, t_k))                     # inches per token, panels >= 1.8"
+    size = (scale * t_k * n_heads + 1.8, scale * t_q * n_rows + 1.2 + 0.3 * bool(title))
     fig, axes = plt.subplots(n_rows, n_heads, figsize=size, squeeze=False, layout="constrained")
     for r in range(n_rows):
         for c in range(n_heads):
             ax = axes[r, c]
-            im = ax.imshow(w[r, c].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
+            im = ax.imshow(w[r, c].numpy(), cmap="viridis", vmin=0.0, vmax=vmax)
             _label_axes(ax, tokens_q, tokens_k, left=c == 0, bottom=r == n_rows - 1)
             if r == 0:
                 ax.set_title(f"head {c}", fontsize="medium")
