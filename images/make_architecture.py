@@ -19,7 +19,8 @@ COLOURS = {"attn": "#f9d7a0", "ff": "#b9dcf2", "norm": "#f3f1b0", "embed": "#f6c
 
 
 def box(ax, x, y, w, h, text, kind, fontsize=9):
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.12",
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
+                                boxstyle="round,pad=0.02,rounding_size=0.12",
                                 fc=COLOURS[kind], ec="#333333", lw=1))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
 

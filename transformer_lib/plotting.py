@@ -5,7 +5,7 @@ Every function returns the ``matplotlib.figure.Figure`` it drew and never calls
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
 import torch

@@ -74,6 +74,23 @@ def _find_table(module: nn.Module, max_len: int, d_model: int):
     return None, None
 
 
+def _check_storage(fb: Feedback, module: nn.Module, max_len: int, d_model: int) -> bool:
+    """The table must be a buffer: not a parameter, not a plain attribute."""
+    name, table = _find_table(module, max_len, d_model)
+    if table is None:
+        fb.fail(f"no ({max_len}, {d_model}) table found on the module")
+    elif any(p is table for p in module.parameters()):
+        fb.fail(f"'{name}' is an nn.Parameter: the optimiser would train it; use "
+                "self.register_buffer")
+    elif name not in dict(module.named_buffers()):
+        fb.fail(f"'{name}' is a plain attribute: it is not in state_dict and .to(device) "
+                "does not move it; use self.register_buffer")
+    else:
+        fb.ok("the table is a buffer: saved in state_dict, moved by .to(), never trained")
+        return True
+    return False
+
+
 def check_positional_module(module_cls) -> Feedback:
     """``module_cls(d_model, max_len, dropout)``: adds table[:L] to (B, L, D), then dropout;
     the table is a buffer."""
@@ -82,19 +99,8 @@ def check_positional_module(module_cls) -> Feedback:
     module = run_learner_code(fb, module_cls, d_model, max_len, 0.5)
     if module is None:
         return fb
-    name, table = _find_table(module, max_len, d_model)
-    if table is None:
-        fb.fail(f"no ({max_len}, {d_model}) table found on the module")
+    if not _check_storage(fb, module, max_len, d_model):
         return fb
-    if any(p is table for p in module.parameters()):
-        fb.fail(f"'{name}' is an nn.Parameter: the optimiser would train it; use "
-                "self.register_buffer")
-        return fb
-    if name not in dict(module.named_buffers()):
-        fb.fail(f"'{name}' is a plain attribute: it is not in state_dict and .to(device) "
-                "does not move it; use self.register_buffer")
-        return fb
-    fb.ok("the table is a buffer: saved in state_dict, moved by .to(), never trained")
     x = torch.randn(2, 7, d_model)                                           # (B, L, D)
     module.eval()
     got = run_learner_code(fb, module, x)

@@ -131,8 +131,14 @@ def check_torch_mha(run_torch_mha, batch: int = 3) -> Feedback:
         expected = ours(x, mask=mask)[0]
     if check_tensor(fb, "output", got, expected, atol=1e-5):
         return fb
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        return fb
+    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        _diagnose_torch_mha(fb, ours, x, mask, got)
+    return fb
+
+
+def _diagnose_torch_mha(fb: Feedback, ours: MultiHeadAttention, x: torch.Tensor,
+                        mask: torch.Tensor, got: torch.Tensor) -> None:
+    """Recognise the batch_first and mask-convention traps by reproducing them."""
     ref = _torch_copy(ours)
     got = got.detach()
     with torch.no_grad():
@@ -148,7 +154,6 @@ def check_torch_mha(run_torch_mha, batch: int = 3) -> Feedback:
     elif torch.allclose(got[:, rows], inverted[:, rows], atol=1e-5):
         fb.fail("mask convention inverted: nn.MultiheadAttention's True means *blocked*; "
                 "pass transformer_lib.masks.to_blocked(mask)")
-    return fb
 
 
 def _torch_copy(ours: MultiHeadAttention, batch_first: bool = True) -> nn.MultiheadAttention:
