@@ -1,0 +1,91 @@
+"""Greedy decoding with the key/value cache against without, at several output lengths.
+
+Without a cache every step runs the decoder over the whole prefix again (quadratic work in
+the output length); with :class:`transformer_lib.KVCache` each step feeds only the newest
+token. To make every output exactly the requested length, EOS is set to the padding id,
+which greedy decoding never produces, so decoding never stops early.
+
+    python benchmarks/decode_cache.py            # 32, 128 and 512 tokens
+    python benchmarks/decode_cache.py --quick    # smoke test
+"""
+from __future__ import annotations
+
+import torch
+
+import common
+from transformer_lib import Transformer, TransformerConfig
+
+
+def decoder_fn(model: Transformer, src: torch.Tensor, length: int, use_cache: bool):
+    """A closure producing exactly ``length`` tokens greedily."""
+    pad = model.config.pad_id
+    try:
+        from transformer_lib.decoding import greedy_decode
+    except ImportError:                                   # older checkout: the decode() API
+        greedy_decode = None
+
+    def run() -> torch.Tensor:
+        if greedy_decode is not None:                     # EOS = pad: never produced
+            out = greedy_decode(model, src, length, bos_id=1, eos_id=pad, use_cache=use_cache)
+        else:
+            out = manual_greedy(model, src, length, use_cache)
+        assert out.shape[1] == length, (out.shape, length)
+        return out
+    return run
+
+
+@torch.no_grad()
+def manual_greedy(model: Transformer, src: torch.Tensor, length: int,
+                  use_cache: bool) -> torch.Tensor:
+    """Greedy decoding through ``model.decode`` (with or without ``new_cache()``)."""
+    memory = model.encode(src)                                                 # (B, S, D)
+    ys = torch.ones(src.shape[0], 1, dtype=torch.long, device=src.device)      # BOS = 1
+    cache = model.new_cache() if use_cache else None
+    for _ in range(length):
+        new = ys[:, -1:] if use_cache else ys
+        logits = model.decode(new, memory, src=src, cache=cache)[:, -1]        # (B, V)
+        logits[:, model.config.pad_id] = float("-inf")
+        ys = torch.cat((ys, logits.argmax(-1, keepdim=True)), dim=1)           # (B, t + 1)
+    return ys[:, 1:]
+
+
+def main() -> None:
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--lengths", type=int, nargs="+", default=[32, 128, 512])
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--src-len", type=int, default=32)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--vocab", type=int, default=1000)
+    args = p.parse_args()
+    device = common.setup(args)
+    if args.quick:
+        lengths, reps, batch = [4, 8], 1, 2
+        args.src_len = 6
+        c = TransformerConfig.tiny(64, N=1, d_model=16, d_ff=32, h=2, max_len=16)
+    else:
+        lengths, reps, batch = args.lengths, args.reps, args.batch
+        c = TransformerConfig.tiny(args.vocab, N=3, d_model=256, d_ff=1024, h=4,
+                                   max_len=max(lengths) + 1)
+    model = Transformer(c).to(device).eval()
+    src = torch.randint(3, c.src_vocab_size, (batch, args.src_len), device=device)
+    rows = []
+    for length in lengths:
+        with_cache = decoder_fn(model, src, length, use_cache=True)
+        without = decoder_fn(model, src, length, use_cache=False)
+        same = torch.equal(with_cache(), without())                # also the warm-up
+        # the long no-cache runs take seconds each: fewer repetitions there
+        times = common.interleaved({"cache": with_cache, "no cache": without}, device,
+                                   reps=reps if length <= 128 else max(1, reps - 1), warmup=0)
+        t_c, t_n = common.median(times["cache"]), common.median(times["no cache"])
+        rows.append([length, f"{1e3 * t_n:,.0f}", f"{1e3 * t_c:,.0f}",
+                     f"{batch * length / t_c:,.0f}", f"{t_n / t_c:.1f}x",
+                     "yes" if same else "NO"])
+    print(common.table(
+        ["output tokens", "no cache ms", "cache ms", "cache tokens/s", "speed-up",
+         "same tokens"], rows,
+        f"Greedy decoding, batch {batch}, source {args.src_len} tokens, d_model {c.d_model}, "
+        f"{c.N}+{c.N} layers, median of {reps}"))
+
+
+if __name__ == "__main__":
+    main()

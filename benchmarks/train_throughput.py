@@ -1,0 +1,193 @@
+"""Training throughput of transformer_lib against torch.nn.Transformer, side by side.
+
+One training step = forward, cross-entropy loss, backward, Adam step. Both models get the
+same sizes, the same batch, the same masks (source padding; target padding + causal), the
+same embeddings (``TokenEmbedding`` + ``PositionalEncoding``), the same output layer and the
+same optimizer. Dropout is 0.1 on sub-layer outputs, embeddings and the feed-forward hidden
+layer in both, and 0 on attention weights in both (the paper has none there; ``nn.Transformer``
+would put its single ``dropout`` there too, so it is switched off in its attention modules).
+
+Also reports model FLOP utilisation (MFU): matmul FLOPs of a step, counted analytically,
+per second, against the matmul peak measured by this script on this machine and dtype.
+
+    python benchmarks/train_throughput.py            # full run (a few minutes on 2 cores)
+    python benchmarks/train_throughput.py --quick    # smoke test
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import common
+from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.embedding import TokenEmbedding
+from transformer_lib.masks import causal_mask
+from transformer_lib.positional import PositionalEncoding
+
+# name -> (config overrides, batch size, sequence length)
+PRESETS: Dict[str, Tuple[dict, int, int]] = {
+    "tiny": (dict(N=2, d_model=32, d_ff=64, h=4), 32, 48),
+    "d256": (dict(N=3, d_model=256, d_ff=1024, h=4), 32, 48),
+}
+QUICK = {"tiny": (dict(N=1, d_model=16, d_ff=32, h=2), 4, 8)}
+
+
+class TorchTransformer(nn.Module):
+    """``torch.nn.Transformer`` between the same embeddings and output layer as ours."""
+
+    def __init__(self, c: TransformerConfig):
+        super().__init__()
+        self.config = c
+        self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
+        self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(
+            c.tgt_vocab_size, c.d_model, c.pad_id)
+        self.positions = PositionalEncoding(c.d_model, c.max_len, c.P_drop, c.pe_layout)
+        self.transformer = nn.Transformer(
+            c.d_model, c.h, c.N, c.N, c.d_ff, c.P_drop, batch_first=True,
+            norm_first=c.norm_first, layer_norm_eps=c.layer_norm_eps)
+        for module in self.transformer.modules():          # no dropout on attention weights
+            if isinstance(module, nn.MultiheadAttention):
+                module.dropout = 0.0
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.generator.weight = self.tgt_embed.weight
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        pad = self.config.pad_id
+        src_blocked, tgt_blocked = src == pad, tgt == pad                  # True = blocked
+        causal_blocked = ~causal_mask(tgt.shape[1], tgt.device)[0, 0]      # (T, T)
+        h = self.transformer(
+            self.positions(self.src_embed(src)), self.positions(self.tgt_embed(tgt)),
+            tgt_mask=causal_blocked, src_key_padding_mask=src_blocked,
+            tgt_key_padding_mask=tgt_blocked, memory_key_padding_mask=src_blocked,
+            tgt_is_causal=True)                                            # (B, T, D)
+        return self.generator(h)                                           # (B, T, V)
+
+
+def make_batch(c: TransformerConfig, batch: int, length: int, device: torch.device,
+               gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Random ids with padding: each row keeps between 3/4 of ``length`` and all of it."""
+    def ids(vocab: int) -> torch.Tensor:
+        x = torch.randint(1, vocab, (batch, length), generator=gen)
+        keep = torch.randint(3 * length // 4, length + 1, (batch, 1), generator=gen)
+        x[torch.arange(length)[None, :] >= keep] = c.pad_id
+        x[0] = torch.randint(1, vocab, (length,), generator=gen)           # one full row
+        return x.to(device)
+    return ids(c.src_vocab_size), ids(c.tgt_vocab_size)
+
+
+def matmul_flops(c: TransformerConfig, batch: int, S: int, T: int) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3 x forward).
+
+    Forward: 2 FLOPs per weight per token for every Linear (attention projections, the
+    feed-forward network, the output layer) plus the two attention products
+    (Q K^T and weights @ V: 2 * 2 * T_q * T_k * D per layer). Embedding look-ups, softmax,
+    layer norms and the loss are not counted (not matmuls).
+    """
+    D, F_, N, V = c.d_model, c.d_ff, c.N, c.tgt_vocab_size
+    per_token_enc = 4 * D * D + 2 * D * F_                     # Q,K,V,O + FFN, per source token
+    per_token_dec = 4 * D * D + 2 * D * D + 2 * D * F_ + D * V  # self Q,K,V,O; cross Q,O; FFN; out
+    per_src_cross = 2 * D * D                                   # cross K,V from the memory
+    linear = 2 * batch * (N * (S * per_token_enc + T * per_token_dec + S * per_src_cross))
+    linear -= 2 * batch * T * D * V * (N - 1)                   # the output layer runs once
+    attn = 2 * 2 * batch * D * N * (S * S + T * T + T * S)
+    return 3.0 * (linear + attn)
+
+
+def train_step_fn(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id: int,
+                  autocast: bool, device: torch.device, fused_adam: bool) -> Callable[[], None]:
+    """A closure doing one step: teacher forcing on tgt[:, :-1] -> tgt[:, 1:]."""
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, **(
+        {"fused": True} if fused_adam else {}))
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    ctx = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if autocast else \
+        contextlib.nullcontext
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with ctx():
+            logits = model(src, tgt_in)                                       # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(),
+                                   ignore_index=pad_id)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def run_preset(name: str, overrides: dict, batch: int, length: int, args,
+               device: torch.device, peaks: Dict[str, float]) -> list:
+    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1),
+                               **overrides)
+    gen = torch.Generator().manual_seed(args.seed)
+    src, tgt = make_batch(c, batch, length + 1, device, gen)
+    src = src[:, :length]
+    tokens = int((tgt[:, 1:] != c.pad_id).sum())                   # real target tokens
+    flops = matmul_flops(c, batch, length, length)
+    rows = []
+    for dtype_name in args.dtypes:
+        autocast = dtype_name == "bf16"
+        fns = {}
+        for label, make in (("torch.nn.Transformer", TorchTransformer), ("transformer_lib",
+                                                                           Transformer)):
+            torch.manual_seed(args.seed)
+            model = make(c).to(device).train()
+            fns[label] = train_step_fn(model, src, tgt, c.pad_id, autocast, device,
+                                       args.fused_adam)
+        if args.compile:
+            torch.manual_seed(args.seed)
+            model = Transformer(c).to(device).train()
+            t0 = time.perf_counter()
+            compiled = torch.compile(model)
+            fns["transformer_lib compiled"] = train_step_fn(compiled, src, tgt, c.pad_id,
+                                                            autocast, device, args.fused_adam)
+            fns["transformer_lib compiled"]()                     # compiles here
+            common.sync(device)
+            print(f"# torch.compile ({name}, {dtype_name}): first step took "
+                  f"{time.perf_counter() - t0:.1f} s")
+        times = common.interleaved(fns, device, args.reps, warmup=args.warmup)
+        base = common.median(times["torch.nn.Transformer"])
+        for label, ts in times.items():
+            m = common.median(ts)
+            rows.append([name, dtype_name, label, f"{tokens / m:,.0f}", f"{1e3 * m:.1f}",
+                         common.spread(ts), f"{base / m:.2f}x",
+                         f"{flops / m / 1e9:.1f}", f"{100 * flops / m / peaks[dtype_name]:.0f}%"])
+    return rows
+
+
+def main() -> None:
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=None, help="timed repetitions (default 7)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=1000, help="source = target vocabulary size")
+    p.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    p.add_argument("--compile", action="store_true", help="also time torch.compile(ours)")
+    p.add_argument("--fused-adam", action="store_true",
+                   help="Adam(fused=True) for every model (default: PyTorch's default Adam)")
+    args = p.parse_args()
+    device = common.setup(args)
+    presets = QUICK if args.quick else {k: PRESETS[k] for k in args.presets}
+    args.reps = args.reps or (1 if args.quick else 7)
+    args.warmup = 1 if args.quick else args.warmup
+    n = 256 if args.quick else 2048
+    peaks = {"fp32": common.matmul_peak(torch.float32, device, n),
+             "bf16": common.matmul_peak(torch.bfloat16, device, n)}
+    print(common.table(["dtype", "matmul peak GFLOP/s"],
+                       [[k, f"{v / 1e9:,.0f}"] for k, v in peaks.items()],
+                       f"Measured matmul peak ({n} x {n} @ {n} x {n}, best of 5)"))
+    rows = []
+    for name, (overrides, batch, length) in presets.items():
+        rows += run_preset(name, overrides, batch, length, args, device, peaks)
+    print(common.table(
+        ["preset", "dtype", "model", "tgt tokens/s", "ms/step", "spread", "vs torch",
+         "GFLOP/s", "MFU"], rows,
+        f"Training step (forward + backward + Adam), median of {args.reps}, interleaved"))
+
+
+if __name__ == "__main__":
+    main()
