@@ -62,6 +62,10 @@ def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,
     if got.dtype.is_floating_point != expected.dtype.is_floating_point:
         feedback.fail(f"{name} has dtype {got.dtype}, expected {expected.dtype}")
         return False
+    if torch.isnan(got).any() and not torch.isnan(expected).any():
+        feedback.fail(f"{name} contains NaN (e.g. a softmax over a row whose every entry "
+                      "is -inf)")
+        return False
     if not torch.allclose(got.to(expected.dtype), expected, atol=atol, rtol=rtol):
         err = (got.to(expected.dtype) - expected).abs().max().item()
         feedback.fail(f"{name} has the right shape but wrong values (max error {err:.3g})")
