@@ -7,8 +7,9 @@ Checkers never raise on a wrong answer: a wrong answer is feedback, not a crash.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Callable, List
+from typing import Callable, Dict, Iterable, List, Optional
 
 import torch
 
@@ -72,3 +73,48 @@ def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,
         return False
     feedback.ok(f"{name}: shape {tuple(expected.shape)} and values match")
     return True
+
+
+def keeps_rng(checker: Callable[..., Feedback]) -> Callable[..., Feedback]:
+    """Run a checker without touching the global random state (notebooks stay reproducible)."""
+    @functools.wraps(checker)
+    def wrapped(*args, **kwargs) -> Feedback:
+        with torch.random.fork_rng(devices=[]):
+            return checker(*args, **kwargs)
+    return wrapped
+
+
+def first_match(got: torch.Tensor, candidates: Dict[str, torch.Tensor]) -> Optional[str]:
+    """The message of the first candidate (a known wrong answer) that ``got`` equals."""
+    for message, value in candidates.items():
+        if isinstance(got, torch.Tensor) and got.shape == value.shape and torch.allclose(
+                got.to(value.dtype), value, atol=1e-5, rtol=1e-4):
+            return message
+    return None
+
+
+def check_count(feedback: Feedback, fn: Callable[..., int], cases: Iterable[tuple],
+                truth: Callable[..., int], mistakes: Dict[str, Callable[..., int]]) -> None:
+    """Compare a learner's parameter-count formula with ``truth`` on several ``cases``;
+    when it is wrong, name the known mistake (a formula in ``mistakes``) it matches everywhere."""
+    cases = list(cases)
+    answers = []
+    for case in cases:
+        got = run_learner_code(feedback, fn, *case)
+        if got is None:
+            return
+        if isinstance(got, bool) or not isinstance(got, int):
+            feedback.fail(f"return a Python int, got {type(got).__name__} for {case}")
+            return
+        answers.append(got)
+    expected = [truth(*case) for case in cases]
+    if answers == expected:
+        feedback.ok("the formula matches the model's parameter count on "
+                    + ", ".join(f"{c} -> {e:,}" for c, e in zip(cases, expected)))
+        return
+    case, got, want = next((c, g, e) for c, g, e in zip(cases, answers, expected) if g != e)
+    feedback.fail(f"for {case} you get {got:,}, the model has {want:,} (off by {got - want:+,})")
+    for message, mistake in mistakes.items():
+        if all(a == mistake(*c) for a, c in zip(answers, cases)):
+            feedback.fail(f"looks like: {message}")
+            return

@@ -1,8 +1,7 @@
 """Checkers for notebook 04 (the encoder): feed-forward, residual connection, parameter count."""
 from __future__ import annotations
 
-import functools
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -11,58 +10,13 @@ from torch import nn
 from ..config import TransformerConfig
 from ..encoder import EncoderLayer
 from ..feedforward import PositionwiseFeedForward
-from . import Feedback, check_tensor, run_learner_code
+from . import Feedback, check_count, check_tensor, first_match, keeps_rng, run_learner_code
 
 Tensor = torch.Tensor
 
 PITFALL_11 = ("nn.Identity was called with two arguments, as if it were an 'add' layer "
               "(pitfall 11): nn.Identity returns its one input unchanged. Write the residual "
               "as a plain sum, x + ...")
-
-
-def keeps_rng(checker: Callable[..., Feedback]) -> Callable[..., Feedback]:
-    """Run a checker without touching the global random state (notebooks stay reproducible)."""
-    @functools.wraps(checker)
-    def wrapped(*args, **kwargs) -> Feedback:
-        with torch.random.fork_rng(devices=[]):
-            return checker(*args, **kwargs)
-    return wrapped
-
-
-def first_match(got: Tensor, candidates: Dict[str, Tensor]) -> Optional[str]:
-    """The message of the first candidate (a known wrong answer) that ``got`` equals."""
-    for message, value in candidates.items():
-        if isinstance(got, Tensor) and got.shape == value.shape and torch.allclose(
-                got.to(value.dtype), value, atol=1e-5, rtol=1e-4):
-            return message
-    return None
-
-
-def check_count(feedback: Feedback, fn: Callable[..., int], cases: Iterable[tuple],
-                truth: Callable[..., int], mistakes: Dict[str, Callable[..., int]]) -> None:
-    """Compare a learner's parameter-count formula with ``truth`` on several ``cases``;
-    when it is wrong, name the known mistake (a formula in ``mistakes``) it matches everywhere."""
-    cases = list(cases)
-    answers = []
-    for case in cases:
-        got = run_learner_code(feedback, fn, *case)
-        if got is None:
-            return
-        if isinstance(got, bool) or not isinstance(got, int):
-            feedback.fail(f"return a Python int, got {type(got).__name__} for {case}")
-            return
-        answers.append(got)
-    expected = [truth(*case) for case in cases]
-    if answers == expected:
-        feedback.ok("the formula matches the model's parameter count on "
-                    + ", ".join(f"{c} -> {e:,}" for c, e in zip(cases, expected)))
-        return
-    case, got, want = next((c, g, e) for c, g, e in zip(cases, answers, expected) if g != e)
-    feedback.fail(f"for {case} you get {got:,}, the model has {want:,} (off by {got - want:+,})")
-    for message, mistake in mistakes.items():
-        if all(a == mistake(*c) for a, c in zip(answers, cases)):
-            feedback.fail(f"looks like: {message}")
-            return
 
 
 # Exercise 1 --------------------------------------------------------------------------

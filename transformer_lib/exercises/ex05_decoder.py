@@ -10,8 +10,7 @@ import torch
 from ..config import TransformerConfig
 from ..masks import causal_mask
 from ..model import Transformer
-from . import Feedback, check_tensor, run_learner_code
-from .ex04_encoder import check_count, first_match, keeps_rng
+from . import Feedback, check_count, check_tensor, first_match, keeps_rng, run_learner_code
 
 Tensor = torch.Tensor
 
