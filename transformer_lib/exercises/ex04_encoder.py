@@ -1,7 +1,7 @@
 """Checkers for notebook 04 (the encoder): feed-forward, residual connection, parameter count."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
