@@ -1,0 +1,195 @@
+"""Turning a trained model into translations: greedy decoding and beam search.
+
+Both decode auto-regressively: the decoder sees BOS, predicts one token, is fed it back,
+and so on (§3: "the model is auto-regressive"). With a :class:`~transformer_lib.KVCache`
+each step feeds only the newest token; the keys and values of earlier positions come from
+the cache instead of being recomputed, which gives the same logits for far less work.
+
+Both return ids *after* BOS, shape (B, <= max_len): EOS included where produced, every
+position after it filled with ``config.pad_id``. The padding token is never produced.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+import torch
+
+from .checks import check_token_ids
+from .masks import padding_mask
+
+Tensor = torch.Tensor
+
+
+@contextlib.contextmanager
+def _inference(model) -> Iterator[None]:
+    """Eval mode (no dropout) and no autograd for the block; the mode is restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def _check_int(value, name: str, low: int, high: Optional[int] = None) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    if not ok or (high is not None and value >= high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high})"
+        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
+
+
+def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> None:
+    """Clear errors naming the argument, before any computation."""
+    if not all(hasattr(model, a) for a in ("encode", "decode", "new_cache", "config")):
+        raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
+    c = model.config
+    check_token_ids(src, "src", c.src_vocab_size)
+    _check_int(max_len, "max_len", 1)
+    if max_len > c.max_len:
+        raise ValueError(f"max_len must be <= the model's positional table (config.max_len="
+                         f"{c.max_len}), got {max_len}")
+    _check_int(bos_id, "bos_id", 0, c.tgt_vocab_size)
+    _check_int(eos_id, "eos_id", 0, c.tgt_vocab_size)
+
+
+def _source(model, src: Tensor, src_mask: Optional[Tensor]):
+    """Encode once: memory (B, S, D) and a source mask (B, 1, 1, S) for every step."""
+    if src_mask is None:
+        src_mask = padding_mask(src, model.config.pad_id)                    # (B, 1, 1, S)
+    memory = model.encode(src, src_mask)                                     # (B, S, D)
+    src_mask = src_mask.reshape((1,) * (4 - src_mask.dim()) + tuple(src_mask.shape))
+    return memory, src_mask.expand(src.shape[0], -1, -1, -1)                 # (B, ., ., S)
+
+
+def _next_log_probs(model, ys: Tensor, memory: Tensor, src_mask: Tensor, cache) -> Tensor:
+    """log p(next token | prefix ys, source) for each row: (B, t) -> (B, V).
+
+    With a cache only the newest token is fed; without one, the whole prefix is recomputed.
+    Padding is excluded (it would change the meaning of the prefix without a cache).
+    """
+    new = ys if cache is None else ys[:, -1:]                                # (B, t) or (B, 1)
+    logits = model.decode(new, memory, src_mask, cache=cache)[:, -1]         # (B, V)
+    logits[:, model.config.pad_id] = float("-inf")
+    return logits.float().log_softmax(dim=-1)                                # (B, V)
+
+
+def greedy_decode(model, src: Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2,
+                  src_mask: Optional[Tensor] = None, use_cache: bool = True) -> Tensor:
+    """Pick the most probable next token at every step until EOS or ``max_len`` tokens.
+
+    ``use_cache=False`` recomputes the whole prefix at each step (the reference the cached
+    path must equal token for token). Runs in eval mode under ``torch.no_grad()``.
+
+    Shape:
+        src: (B, S) ids -> (B, <= max_len) ids after BOS, pad after EOS.
+    """
+    _check_inputs(model, src, max_len, bos_id, eos_id)
+    pad = model.config.pad_id
+    with _inference(model):
+        memory, src_mask = _source(model, src, src_mask)                     # (B, S, D)
+        ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (B,)
+        cache = model.new_cache() if use_cache else None
+        for _ in range(max_len):
+            log_probs = _next_log_probs(model, ys, memory, src_mask, cache)  # (B, V)
+            token = log_probs.argmax(dim=-1).masked_fill(done, pad)          # (B,)
+            ys = torch.cat((ys, token[:, None]), dim=1)                      # (B, t + 1)
+            done |= token == eos_id
+            if bool(done.all()):
+                break
+    return ys[:, 1:]                                                         # (B, <= max_len)
+
+
+def gnmt_length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """GNMT's lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al., 2016, §7, Eq. 14).
+
+    Beam search ranks hypotheses by log P(Y | X) / lp(Y): with ``alpha = 0`` that is the
+    plain log-probability, which favours short outputs; larger ``alpha`` favours longer.
+    """
+    return ((5.0 + length.float()) / 6.0) ** alpha
+
+
+def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
+                length_penalty: float = 0.6, bos_id: int = 1, eos_id: int = 2,
+                src_mask: Optional[Tensor] = None, use_cache: bool = True) -> Tensor:
+    """Keep the ``beam_size`` best hypotheses per item; return the best one (§6.1).
+
+    The B items x K hypotheses are flattened into one batch of B*K rows; after each step
+    the cache follows each surviving hypothesis's parent (:meth:`KVCache.reorder`).
+    Hypotheses are ranked by log P(Y | X) / lp(Y) (:func:`gnmt_length_penalty` with
+    ``alpha = length_penalty``; the paper uses K = 4, alpha = 0.6). A hypothesis that has
+    produced EOS stays in the beam, unextended (padding, log-prob 0), competing with its
+    final score. Stops when every kept hypothesis of every item has finished, or after
+    ``max_len`` tokens. ``beam_size=1`` gives exactly :func:`greedy_decode`;
+    ``use_cache=False`` recomputes every prefix (the reference for the cached path).
+
+    Shape:
+        src: (B, S) ids -> (B, <= max_len) ids after BOS, pad after EOS.
+    """
+    _check_inputs(model, src, max_len, bos_id, eos_id)
+    _check_int(beam_size, "beam_size", 1)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
+            or length_penalty < 0:
+        raise ValueError(f"length_penalty must be a float >= 0 (alpha), got {length_penalty!r}")
+    with _inference(model):
+        memory, src_mask = _source(model, src, src_mask)                     # (B, S, D)
+        beam = _Beam(src.shape[0], beam_size, bos_id, eos_id, model.config.pad_id,
+                     float(length_penalty), src.device)
+        memory = memory.repeat_interleave(beam_size, dim=0)                  # (B*K, S, D)
+        src_mask = src_mask.repeat_interleave(beam_size, dim=0)              # (B*K, ., ., S)
+        cache = model.new_cache() if use_cache else None
+        for step in range(max_len):
+            log_probs = _next_log_probs(model, beam.tokens, memory, src_mask, cache)
+            parents = beam.advance(log_probs, step + 1)                      # (B*K,) rows
+            if cache is not None:
+                cache.reorder(parents)             # each hypothesis keeps its parent's past
+            if bool(beam.finished.all()):
+                break
+        return beam.best()                                                   # (B, <= max_len)
+
+
+class _Beam:
+    """The state of a batched beam: tokens (B*K, t), scores, lengths, finished (B, K)."""
+
+    def __init__(self, B: int, K: int, bos_id: int, eos_id: int, pad_id: int,
+                 alpha: float, device) -> None:
+        self.B, self.K, self.eos, self.pad, self.alpha = B, K, eos_id, pad_id, alpha
+        self.tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
+        self.scores = torch.zeros(B, K, device=device)                       # sum of log-probs
+        self.scores[:, 1:] = float("-inf")        # all K start equal: expand only the first
+        self.lengths = torch.zeros(B, K, dtype=torch.long, device=device)
+        self.finished = torch.zeros(B, K, dtype=torch.bool, device=device)
+
+    def advance(self, log_probs: Tensor, length: int) -> Tensor:
+        """Extend every hypothesis by every token, keep the K best per item.
+
+        Returns the (B*K,) rows of the parents, to reorder the cache with.
+        """
+        B, K = self.B, self.K
+        log_probs = log_probs.view(B, K, -1)                                 # (B, K, V)
+        V = log_probs.shape[-1]
+        stay = torch.full_like(log_probs[0, 0], float("-inf"))
+        stay[self.pad] = 0.0                                  # a finished hypothesis only pads
+        log_probs = torch.where(self.finished[..., None], stay, log_probs)
+        total = self.scores[..., None] + log_probs                           # (B, K, V)
+        lengths = torch.where(self.finished, self.lengths, length)           # (B, K)
+        ranked = total / gnmt_length_penalty(lengths, self.alpha)[..., None]      # (B, K, V)
+        index = ranked.view(B, K * V).topk(K, dim=1).indices                 # (B, K)
+        parent, token = index // V, index % V                                # (B, K) each
+        self.scores = total.view(B, K * V).gather(1, index)                  # (B, K)
+        self.lengths = lengths.gather(1, parent)
+        self.finished = self.finished.gather(1, parent) | (token == self.eos)
+        rows = (parent + torch.arange(B, device=parent.device)[:, None] * K).view(-1)
+        self.tokens = torch.cat((self.tokens[rows], token.view(-1, 1)), dim=1)  # (B*K, t+1)
+        return rows                                                          # (B*K,)
+
+    def best(self) -> Tensor:
+        """The best-ranked hypothesis of each item, without BOS or all-pad trailing columns."""
+        ranked = self.scores / gnmt_length_penalty(self.lengths, self.alpha)      # (B, K)
+        best = ranked.argmax(dim=1)                                          # (B,)
+        tokens = self.tokens.view(self.B, self.K, -1)[torch.arange(self.B), best, 1:]
+        keep = (tokens != self.pad).any(dim=0).nonzero()                     # (B, t)
+        width = int(keep.max()) + 1 if keep.numel() else 0
+        return tokens[:, :width]                                             # (B, <= max_len)
