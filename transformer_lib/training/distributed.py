@@ -83,6 +83,7 @@ def wrap_model(model: nn.Module, ctx: DistContext, device: torch.device) -> nn.M
 
 
 def cleanup(ctx: DistContext) -> None:
-    """Leave the process group (call once, at the end, on every rank)."""
+    """Wait for every rank, then leave the process group (once, at the end, on every rank)."""
     if ctx.enabled and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()

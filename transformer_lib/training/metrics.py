@@ -34,7 +34,7 @@ def translate(model, sources: Sequence[str], src_tok, tgt_tok, max_len: int,
 
     out: List[str] = []
     for i in range(0, len(sources), batch_size):
-        ids = [src_tok.encode(s, add_eos=True) for s in sources[i:i + batch_size]]
+        ids = [src_tok.encode(s) for s in sources[i:i + batch_size]]   # as encode_pairs
         S = max(len(x) for x in ids)
         src = torch.full((len(ids), S), src_tok.pad_id, dtype=torch.long)    # (B, S)
         for row, x in enumerate(ids):

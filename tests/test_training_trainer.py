@@ -1,0 +1,116 @@
+"""The training loop: it learns, it resumes exactly, and the command line works end to end."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lib import Transformer, TransformerConfig
+from transformer_lib import train as train_cli
+from transformer_lib.data.batching import encode_pairs, make_batch
+from transformer_lib.data.tokenizers import CharTokenizer
+from transformer_lib.training.checkpoint import load_checkpoint, load_model
+from transformer_lib.training.trainer import Trainer, TrainSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small models run fastest on one thread, and a shared CI machine stays responsive."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+PAIRS = [("one two", "1 2"), ("three", "3"), ("two one three", "2 1 3"), ("four one", "4 1"),
+         ("three four two", "3 4 2"), ("one", "1"), ("two two", "2 2"), ("four", "4")]
+
+
+def make_trainer(tmp_path=None, steps=6, p_drop=0.1, **kw):
+    torch.manual_seed(0)
+    tok = CharTokenizer.train([s for s, _ in PAIRS] + [t for _, t in PAIRS])
+    model = Transformer(TransformerConfig.tiny(tok.vocab_size, P_drop=p_drop, max_len=32))
+    kw = {"warmup": 3, **kw}
+    settings = TrainSettings(steps=steps, max_tokens=40, eval_limit=4,
+                             decode_max_len=8, progress=False, bleu_tokenize="char",
+                             checkpoint=str(tmp_path / "c.pt") if tmp_path else None, **kw)
+    return Trainer(model, tok, tok, encode_pairs(PAIRS, tok, tok), PAIRS[:4], settings, "cpu")
+
+
+def test_tiny_model_overfits_one_batch():
+    trainer = make_trainer(p_drop=0.0, label_smoothing=0.0, lr_factor=0.35, warmup=10)
+    batch = make_batch(trainer.train_examples, list(range(len(PAIRS))))
+    losses = [trainer.train_step(batch) for _ in range(100)]
+    assert losses[-1] < 0.01 and losses[0] > 2.0
+    assert trainer.validate()["exact_match"] == 1.0      # greedy decoding reproduces them
+
+
+def test_resume_gives_the_same_losses_bit_for_bit(tmp_path):
+    uninterrupted = make_trainer(steps=10)
+    full = uninterrupted.fit()               # several epochs: batches are reshuffled
+
+    first = make_trainer(tmp_path, steps=4)
+    first.fit()                                              # saves at its last step
+    torch.manual_seed(1234)                                  # the checkpoint must undo this
+    second = make_trainer(tmp_path, steps=10)
+    second.resume()
+    resumed = second.fit()
+    assert resumed["loss"] == full["loss"]                   # exact float equality
+    assert resumed["lr"] == full["lr"] and resumed["step"] == list(range(1, 11))
+    expected = uninterrupted.model.state_dict()
+    for name, p in second.model.state_dict().items():
+        assert torch.equal(p, expected[name]), name
+
+
+def test_history_and_checkpoint_contents(tmp_path):
+    history = make_trainer(tmp_path, steps=4, eval_every=2).fit()
+    assert history["val_step"] == [2, 4] and len(history["loss"]) == 4
+    assert all(0.0 <= em <= 1.0 for em in history["val_exact_match"])
+    ck = torch.load(tmp_path / "c.pt", weights_only=True)
+    assert {"model", "optimizer", "scheduler", "step", "rng", "config", "src_tokenizer",
+            "tgt_tokenizer", "history"} <= set(ck)
+    assert ck["step"] == 4 and ck["history"]["val_step"] == [2, 4]
+
+
+def run_cli(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "transformer_lib.train", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(proc.stderr[-3000:])
+    return proc
+
+
+CLI_ARGS = ["--task", "dates", "--n-train", "300", "--n-valid", "20", "--n-test", "20",
+            "--d-model", "32", "--d-ff", "64",
+            "--max-tokens", "400", "--warmup", "5", "--eval-limit", "20", "--no-progress",
+            "--threads", "1"]
+
+
+def test_cli_trains_then_resumes(tmp_path):
+    out = tmp_path / "run"
+    proc = run_cli(*CLI_ARGS, "--steps", "3", "--out", str(out))
+    assert "test: exact match" in proc.stdout
+    ck = load_checkpoint(out / "checkpoint.pt")
+    assert ck["step"] == 3 and ck["extra"]["task"] == "dates"
+
+    again = run_cli(*CLI_ARGS, "--steps", "3", "--out", str(out), check=False)
+    assert again.returncode != 0 and "--resume" in again.stderr and "--force" in again.stderr
+
+    run_cli(*CLI_ARGS, "--steps", "5", "--out", str(out), "--resume")
+    ck = load_checkpoint(out / "checkpoint.pt")
+    assert ck["step"] == 5 and ck["history"]["step"] == [1, 2, 3, 4, 5]
+    model, src_tok, _ = load_model(out / "checkpoint.pt")
+    assert not model.training and src_tok.encode("5") != []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--train-file", "nowhere.tsv", "--valid-file", "nowhere.tsv"], "nowhere.tsv"),
+    (["--task", "dates", "--train-file", "x.tsv"], "not both"),
+    (["--task", "dates", "--steps", "0"], "--steps"),
+    (["--task", "dates", "--resume"], "no checkpoint"),
+])
+def test_cli_bad_arguments_are_named(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_info:
+        train_cli.main([*args, "--out", str(tmp_path / "x")])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

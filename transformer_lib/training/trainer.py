@@ -1,0 +1,225 @@
+"""The training loop (§5): token batches, label-smoothed loss, Adam with warm-up,
+periodic validation, atomic checkpoints, exact resume, optional bf16 and DDP."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from tqdm import tqdm
+
+from ..config import TransformerConfig
+from ..model import Transformer
+from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .distributed import DistContext, shard, wrap_model
+from .loss import LabelSmoothingLoss
+from .metrics import evaluate_translation
+from .schedule import make_optimizer
+
+Pairs = Sequence[Tuple[str, str]]
+
+
+@dataclass
+class TrainSettings:
+    """How to train (the model's own sizes live in :class:`TransformerConfig`).
+
+    ``eval_every``/``save_every`` = 0: only at the end. ``eval_limit``: validation pairs
+    that are greedy-decoded for exact match and BLEU (the loss uses all of them).
+    """
+
+    steps: int = 1000
+    max_tokens: int = 1000
+    warmup: int = 400
+    lr_factor: float = 1.0
+    label_smoothing: float = 0.1
+    eval_every: int = 0
+    save_every: int = 0
+    checkpoint: Optional[str] = None
+    seed: int = 0
+    bf16: bool = False
+    decode_max_len: int = 64
+    bleu_tokenize: str = "13a"
+    eval_limit: Optional[int] = 500
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "max_tokens", "warmup"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+        for name in ("eval_every", "save_every"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
+
+
+def pick_device(device: Optional[str] = None) -> torch.device:
+    """``device`` if given, else CUDA when available, else the CPU."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device)
+
+
+def new_history() -> Dict[str, List[float]]:
+    keys = ("step", "loss", "lr", "val_step", "val_loss", "val_exact_match", "val_bleu")
+    return {k: [] for k in keys}
+
+
+class Trainer:
+    """Trains ``model`` on encoded ``train_examples`` [(src_ids, tgt_ids)], validating on
+    ``valid_pairs`` [(source, reference)] strings.
+
+    The batches of epoch e are ``token_batches(train_examples, shuffle=True, seed=seed+e)``,
+    taken in order; (epoch, position) is saved, so a resumed run sees the very batches,
+    dropout masks and learning rates an uninterrupted one would.
+    """
+
+    def __init__(self, model: Transformer, src_tok, tgt_tok, train_examples, valid_pairs: Pairs,
+                 settings: TrainSettings, device: Optional[str] = None,
+                 dist: DistContext = DistContext(), extra: Optional[dict] = None):
+        from ..data.batching import encode_pairs
+        self.settings, self.dist, self.extra = settings, dist, dict(extra or {})
+        self.device = pick_device(device)
+        self.model = model.to(self.device)
+        self.ddp_model = wrap_model(self.model, dist, self.device)
+        self.src_tok, self.tgt_tok = src_tok, tgt_tok
+        self.train_examples = list(train_examples)
+        max_len = model.config.max_len                       # longer pairs do not fit
+        self.valid_pairs = [p for p in valid_pairs if len(src_tok.encode(p[0])) <= max_len]
+        self.valid_examples = encode_pairs(self.valid_pairs, src_tok, tgt_tok, max_len)
+        self.criterion = LabelSmoothingLoss(settings.label_smoothing, model.config.pad_id)
+        self.optimizer, self.scheduler = make_optimizer(
+            self.model, model.config.d_model, settings.warmup, settings.lr_factor)
+        self.step, self.epoch, self.position, self.history = 0, 0, 0, new_history()
+        self._batches: Optional[list] = None
+
+    # batches ---------------------------------------------------------------------------
+    def next_batch(self):
+        """This rank's next batch; a new epoch reshuffles with ``seed + epoch``."""
+        if self._batches is None or self.position >= len(self._batches):
+            if self._batches is not None:
+                self.epoch, self.position = self.epoch + 1, 0
+            self._batches = self.epoch_batches(self.epoch)
+        batch = self._batches[self.position]
+        self.position += 1
+        return batch
+
+    def epoch_batches(self, epoch: int) -> list:
+        """The batches of ``epoch`` that belong to this rank (DistributedSampler-like)."""
+        from ..data.batching import token_batches
+        s = self.settings
+        batches = token_batches(self.train_examples, s.max_tokens, shuffle=True,
+                                seed=s.seed + epoch, pad_id=self.model.config.pad_id)
+        return shard(batches, self.dist)
+
+    # one step ----------------------------------------------------------------------------
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.settings.bf16)
+
+    def train_step(self, batch) -> float:
+        """Forward, label-smoothed loss, backward, Adam step, schedule step; returns the loss."""
+        batch = batch.to(self.device)
+        self.ddp_model.train()
+        with self._autocast():
+            logits = self.ddp_model(batch.src, batch.tgt_in)                 # (B, T, V)
+        loss = self.criterion(logits, batch.tgt_out)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss.item()
+
+    # validation --------------------------------------------------------------------------
+    @torch.no_grad()
+    def validate(self) -> Dict[str, float]:
+        """Validation loss (teacher forcing, all pairs) and exact match / BLEU of greedy
+        translations of the first ``eval_limit`` pairs."""
+        from ..data.batching import token_batches
+        s, model = self.settings, self.model
+        model.eval()
+        total, tokens = 0.0, 0
+        for batch in token_batches(self.valid_examples, s.max_tokens, shuffle=False,
+                                   pad_id=model.config.pad_id):
+            batch = batch.to(self.device)
+            with self._autocast():
+                logits = model(batch.src, batch.tgt_in)                     # (B, T, V)
+            total += self.criterion(logits, batch.tgt_out).item() * batch.n_tokens
+            tokens += batch.n_tokens
+        pairs = self.valid_pairs[:s.eval_limit]
+        with self._autocast():
+            scores = evaluate_translation(model, pairs, self.src_tok, self.tgt_tok,
+                                          s.decode_max_len, s.bleu_tokenize, self.device)
+        model.train()
+        return {"loss": total / max(tokens, 1), "exact_match": scores["exact_match"],
+                "bleu": scores["bleu"]}
+
+    # checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """Everything needed to resume, in types ``torch.load(weights_only=True)`` accepts."""
+        return {
+            "config": dataclasses.asdict(self.model.config),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "step": self.step, "epoch": self.epoch, "position": self.position,
+            "rng": rng_state(),
+            "history": self.history,
+            "settings": dataclasses.asdict(self.settings),
+            "src_tokenizer": self.src_tok.to_dict(), "tgt_tokenizer": self.tgt_tok.to_dict(),
+            "extra": self.extra,
+        }
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        if TransformerConfig(**state["config"]) != self.model.config:
+            raise ValueError("the checkpoint's model config differs from this model's")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
+        self.history = {k: list(v) for k, v in state["history"].items()}
+        self._batches = self.epoch_batches(self.epoch)
+        set_rng_state(state["rng"])
+
+    def save(self, path=None) -> None:
+        """Write a checkpoint (rank 0 only; other ranks return at once)."""
+        path = path or self.settings.checkpoint
+        if path and self.dist.is_main:
+            save_checkpoint(path, self.state_dict())
+
+    def resume(self, path=None) -> None:
+        self.load_state_dict(load_checkpoint(path or self.settings.checkpoint))
+
+    # the loop -----------------------------------------------------------------------------
+    def fit(self) -> Dict[str, List[float]]:
+        """Train until ``settings.steps``; returns the history (step, loss, lr, val_*)."""
+        s, main = self.settings, self.dist.is_main
+        bar = tqdm(total=s.steps, initial=self.step, disable=not (s.progress and main),
+                   desc="train", unit="step", dynamic_ncols=True)
+        while self.step < s.steps:
+            lr = self.optimizer.param_groups[0]["lr"]
+            loss = self.train_step(self.next_batch())
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"loss is {loss} at step {self.step + 1}: lower "
+                                         "--lr-factor or raise --warmup")
+            self.step += 1
+            self._log(step=self.step, loss=loss, lr=lr)
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
+            last = self.step == s.steps
+            if main and (last or (s.eval_every and self.step % s.eval_every == 0)):
+                self._validate_and_log(bar)
+            if last or (s.save_every and self.step % s.save_every == 0):
+                self.save()
+        bar.close()
+        return self.history
+
+    def _log(self, **values) -> None:
+        for k, v in values.items():
+            self.history[k].append(v)
+
+    def _validate_and_log(self, bar) -> None:
+        v = self.validate()
+        self._log(val_step=self.step, val_loss=v["loss"], val_exact_match=v["exact_match"],
+                  val_bleu=v["bleu"])
+        bar.write(f"step {self.step}: val loss {v['loss']:.4f}  exact match "
+                  f"{100 * v['exact_match']:.1f}%  BLEU {v['bleu']:.1f}")
