@@ -51,7 +51,17 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
 
     ``is_causal=True`` (with ``mask=None``) lets the kernel skip the future without a mask
     tensor. Shapes as in :func:`attention`.
+
+    On the CPU, bf16/fp16 inputs (e.g. under bf16 autocast) go through the kernel in fp32
+    and come back in the low precision: PyTorch's CPU kernel is about 3x slower in bf16
+    than in fp32 at training sizes (benchmarks/README.md), and fp32 is the more accurate.
     """
+    autocast = torch.is_autocast_enabled("cpu") and q.dtype == torch.float32
+    if q.device.type == "cpu" and (autocast or q.dtype in (torch.bfloat16, torch.float16)):
+        dtype = torch.get_autocast_dtype("cpu") if autocast else q.dtype
+        with torch.autocast("cpu", enabled=False):
+            out = fused_attention(q.float(), k.float(), v.float(), mask, dropout_p, is_causal)
+        return out.to(dtype)                                                 # (..., T_q, d_v)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                          is_causal=is_causal)                # (..., T_q, d_v)
     if mask is not None:
