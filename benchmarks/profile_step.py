@@ -1,9 +1,19 @@
-"""Where a training step's time goes: torch.profiler on one model's step, by operator.
+"""Where a training step's time goes: torch.profiler on one step, grouped by kind of work.
 
-    python benchmarks/profile_step.py                          # ours, fp32, d256 preset
-    python benchmarks/profile_step.py --model torch --dtype bf16
+Prints, for ``torch.nn.Transformer`` and for transformer_lib, the share of the step spent
+in matrix multiplies (projections, feed-forward, output layer), the attention kernel,
+dropout, layer norms, ReLU, the loss, the optimizer, copies/reshapes, other element-wise
+work, and the rest (Python and dispatch overhead = wall time minus the operators' time).
+``--table`` also prints PyTorch's own per-operator table.
+
+    python benchmarks/profile_step.py                 # d256 preset, fp32
+    python benchmarks/profile_step.py --dtype bf16 --table
 """
 from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Dict
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -12,34 +22,94 @@ import common
 from train_throughput import PRESETS, QUICK, TorchTransformer, make_batch, train_step_fn
 from transformer_lib import Transformer, TransformerConfig
 
+CATEGORIES = (  # (category, substrings of operator names), first match wins
+    ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
+    ("attention kernel", ("scaled_dot_product", "aten::_softmax", "_softmax_backward")),
+    ("dropout", ("bernoulli", "random_", "aten::ge", "native_dropout")),
+    ("layer norm", ("layer_norm",)),
+    ("relu", ("relu", "clamp_min", "threshold_backward")),
+    ("loss", ("log_softmax", "nll_loss")),
+    ("copies/reshapes", ("copy_", "aten::cat", "aten::contiguous", "aten::clone")),
+    ("other element-wise", ("aten::",)),
+)
 
-def main() -> None:
-    p = common.parser(__doc__.splitlines()[0])
-    p.add_argument("--model", choices=["ours", "torch"], default="ours")
-    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
-    p.add_argument("--preset", choices=list(PRESETS), default="d256")
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--vocab", type=int, default=1000)
-    p.add_argument("--fused-adam", action="store_true")
-    p.add_argument("--rows", type=int, default=25)
-    args = p.parse_args()
-    device = common.setup(args)
-    overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
-    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=128, **overrides)
-    src, tgt = make_batch(c, batch, length + 1, device, torch.Generator().manual_seed(0))
-    model = (Transformer if args.model == "ours" else TorchTransformer)(c).to(device).train()
-    step = train_step_fn(model, src[:, :length], tgt, c.pad_id, args.dtype == "bf16", device,
+
+def categorise(prof, wall: float) -> Dict[str, float]:
+    """Seconds per category: each event's self time, optimizer work by its ancestor."""
+    out: Dict[str, float] = defaultdict(float)
+    for ev in prof.events():
+        parent, in_optimizer = ev, False
+        while parent is not None:
+            if parent.name.startswith("Optimizer.step"):
+                in_optimizer = True
+                break
+            parent = parent.cpu_parent
+        name = ev.name
+        if in_optimizer:
+            cat = "optimizer (Adam)"
+        else:
+            cat = next((c for c, keys in CATEGORIES if any(k in name for k in keys)),
+                       "autograd/other operators")
+        out[cat] += ev.self_cpu_time_total / 1e6
+    out["Python/dispatch overhead"] = max(0.0, wall - sum(out.values()))
+    return out
+
+
+def profile_model(make, c, src, tgt, args, device, steps: int):
+    torch.manual_seed(args.seed)
+    model = make(c).to(device).train()
+    step = train_step_fn(model, src, tgt, c.pad_id, args.dtype == "bf16", device,
                          args.fused_adam)
     step()
     step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
                                            else [])
     with profile(activities=activities) as prof:
-        for _ in range(1 if args.quick else args.steps):
+        start = time.perf_counter()
+        for _ in range(steps):
             step()
-            common.sync(device)
-    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    print(prof.key_averages().table(sort_by=sort, row_limit=args.rows))
+        common.sync(device)
+        wall = time.perf_counter() - start
+    return prof, wall
+
+
+def main() -> None:
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--preset", choices=list(PRESETS), default="d256")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--vocab", type=int, default=1000)
+    p.add_argument("--fused-adam", action="store_true")
+    p.add_argument("--table", action="store_true", help="also the per-operator table")
+    args = p.parse_args()
+    device = common.setup(args)
+    overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
+    steps = 1 if args.quick else args.steps
+    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1),
+                               **overrides)
+    src, tgt = make_batch(c, batch, length + 1, device, torch.Generator().manual_seed(0))
+    results = {}
+    for label, make in (("torch.nn.Transformer", TorchTransformer),
+                        ("transformer_lib", Transformer)):
+        prof, wall = profile_model(make, c, src[:, :length], tgt, args, device, steps)
+        results[label] = (categorise(prof, wall), wall)
+        if args.table:
+            sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            print(f"\n{label}\n" + prof.key_averages().table(sort_by=sort, row_limit=25))
+    cats = sorted({k for r, _ in results.values() for k in r},
+                  key=lambda k: -results["torch.nn.Transformer"][0].get(k, 0.0))
+    rows = []
+    for cat in cats:
+        row = [cat]
+        for label, (r, wall) in results.items():
+            row += [f"{1e3 * r.get(cat, 0.0) / steps:,.1f}", f"{100 * r.get(cat, 0.0) / wall:.0f}%"]
+        rows.append(row)
+    rows.append(["total (wall)"] + [x for _, (r, w) in results.items()
+                                    for x in (f"{1e3 * w / steps:,.1f}", "100%")])
+    preset = "quick" if args.quick else args.preset
+    print(common.table(["work", "torch ms/step", "torch share", "ours ms/step", "ours share"],
+                       rows, f"Training step profile, preset {preset}, {args.dtype}, "
+                             f"{steps} steps each (profiler overhead included)"))
 
 
 if __name__ == "__main__":

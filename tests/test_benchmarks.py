@@ -17,6 +17,7 @@ SCRIPTS = {
     "decode_cache.py": ["no cache ms", "speed-up"],
     "attention_memory.py": ["explicit MiB", "fused MiB"],
     "scaling.py": ["Step time against length", "Step time against batch"],
+    "profile_step.py": ["Training step profile", "matmul", "optimizer (Adam)"],
 }
 
 
