@@ -1,4 +1,5 @@
 """The training loop: it learns, it resumes exactly, and the command line works end to end."""
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +115,11 @@ def test_cli_bad_arguments_are_named(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as exit_info:
         train_cli.main([*args, "--out", str(tmp_path / "x")])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_bf16_autocast_trains_and_keeps_float32_weights():
+    trainer = make_trainer(steps=3, bf16=True)
+    history = trainer.fit()
+    assert all(math.isfinite(x) for x in history["loss"])
+    assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
+    assert trainer.device.type in ("cpu", "cuda")

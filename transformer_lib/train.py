@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shlex
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -183,7 +184,8 @@ def run(args, ckpt_path: Path) -> Trainer:
         raise SystemExit(f"error: no training pair fits in max_len={model.config.max_len}")
     decode_max_len = min(max(len(t) for _, t in examples) + 10, model.config.max_len - 1)
     settings = settings_from(args, ckpt_path, decode_max_len, bleu_tokenize)
-    extra = {"command": " ".join(sys.argv), "task": args.task or "corpus"}
+    extra = {"command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
+             "task": args.task or "corpus"}
     trainer = Trainer(model, src_tok, tgt_tok, examples, valid_pairs, settings, str(device),
                       dist, extra)
     if args.resume:

@@ -31,11 +31,18 @@ def save_checkpoint(path, state: Dict[str, Any]) -> None:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())      # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)  # atomic on POSIX and Windows (same file system)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load_checkpoint(path, map_location="cpu") -> Dict[str, Any]:
