@@ -23,5 +23,5 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.dropout(self.w_1(x).relu_())  # (B, L, d_ff); in place: one buffer less
+        hidden = self.dropout(torch.relu(self.w_1(x)))                       # (B, L, d_ff)
         return self.w_2(hidden)                                              # (B, L, D)
