@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -43,6 +44,7 @@ class TrainSettings:
     bleu_tokenize: str = "13a"
     eval_limit: Optional[int] = 500
     progress: bool = True
+    verbose: bool = True
 
     def __post_init__(self) -> None:
         for name in ("steps", "max_tokens", "warmup"):
@@ -194,7 +196,8 @@ class Trainer:
         """Train until ``settings.steps``; returns the history (step, loss, lr, val_*)."""
         s, main = self.settings, self.dist.is_main
         bar = tqdm(total=s.steps, initial=self.step, disable=not (s.progress and main),
-                   desc="train", unit="step", dynamic_ncols=True)
+                   desc="train", unit="step", dynamic_ncols=True,
+                   mininterval=0.1 if sys.stderr.isatty() else 2.0)  # notebooks: fewer lines
         while self.step < s.steps:
             lr = self.optimizer.param_groups[0]["lr"]
             loss = self.train_step(self.next_batch())
@@ -204,7 +207,7 @@ class Trainer:
             self.step += 1
             self._log(step=self.step, loss=loss, lr=lr)
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}")
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", refresh=False)
             last = self.step == s.steps
             if main and (last or (s.eval_every and self.step % s.eval_every == 0)):
                 self._validate_and_log(bar)
@@ -221,5 +224,6 @@ class Trainer:
         v = self.validate()
         self._log(val_step=self.step, val_loss=v["loss"], val_exact_match=v["exact_match"],
                   val_bleu=v["bleu"])
-        bar.write(f"step {self.step}: val loss {v['loss']:.4f}  exact match "
-                  f"{100 * v['exact_match']:.1f}%  BLEU {v['bleu']:.1f}")
+        if self.settings.verbose:
+            bar.write(f"step {self.step}: val loss {v['loss']:.4f}  exact match "
+                      f"{100 * v['exact_match']:.1f}%  BLEU {v['bleu']:.1f}")
