@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_lib import (MultiHeadAttention, attention, causal_mask, fused_attention,
-                             padding_mask, to_blocked)
+from transformer_lib import (MultiHeadAttention, attention, causal_mask, decoder_mask,
+                             fused_attention, padding_mask, to_blocked)
 
 B, H, T, S, D = 3, 4, 5, 7, 32
 
@@ -167,3 +167,19 @@ def test_bad_shapes_are_rejected():
         mha(torch.randn(B, T, D), torch.randn(B + 1, S, D))
     with pytest.raises(ValueError, match="divisible"):
         MultiHeadAttention(30, 4)
+
+
+def test_fused_attention_under_bf16_autocast_matches_the_explicit_path():
+    q, k, v = (torch.randn(2, 3, 7, 8) for _ in range(3))
+    ids = torch.tensor([[5, 6, 7, 8, 9, 0, 0], [5, 6, 7, 8, 9, 4, 3]])
+    mask = decoder_mask(ids, pad_id=0)                                        # (B, 1, T, T)
+    expected, _ = attention(q.double(), k.double(), v.double(), mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = fused_attention(q, k, v, mask)
+    assert out.dtype == torch.bfloat16                       # what autocast would give
+    torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)
+    out16 = fused_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask)
+    assert out16.dtype == torch.bfloat16
+    torch.testing.assert_close(out16.double(), expected, atol=3e-2, rtol=3e-2)
+    exact = fused_attention(q.double(), k.double(), v.double(), mask)        # fp64 untouched
+    torch.testing.assert_close(exact, expected, atol=1e-12, rtol=1e-12)

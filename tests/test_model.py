@@ -158,3 +158,15 @@ def test_bad_masks_name_the_argument(model, tiny, kw, error, match):
 def test_config_must_be_a_config():
     with pytest.raises(TypeError, match="TransformerConfig"):
         Transformer({"d_model": 512})
+
+
+def test_training_step_under_bf16_autocast_reaches_every_parameter():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.tiny(30, N=1, P_drop=0.1)).train()
+    src, tgt = torch.randint(1, 30, (3, 6)), torch.randint(1, 30, (3, 5))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, tgt)
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
+    logits.float().sum().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all()
+               for p in model.parameters())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .residual import Dropout
+from .dropout import Dropout
 
 
 class PositionwiseFeedForward(nn.Module):

@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 
-from .residual import Dropout
+from .dropout import Dropout
 
 
 def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved",
