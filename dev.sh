@@ -12,8 +12,13 @@ stamp="$VENV/.installed"
 if [ ! -x "$VENV/bin/python" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "Installing transformer_lib and its pinned dependencies into $VENV ..."
     python3 -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        -c constraints.txt -e ".[dev]"
+    log="$VENV/install.log"
+    if ! "$VENV/bin/python" -m pip install --disable-pip-version-check \
+            -c constraints.txt -e ".[dev]" >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "Installation failed; the whole log is in $log" >&2
+        exit 1
+    fi
     touch "$stamp"
 fi
 
