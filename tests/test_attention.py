@@ -68,23 +68,13 @@ def test_fully_masked_rows_give_zeros_not_nan_in_both_paths():
     assert not any(torch.isnan(t.grad).any() for t in (q, k, v))
 
 
-def copy_to_torch(mha: MultiHeadAttention) -> nn.MultiheadAttention:
-    ref = nn.MultiheadAttention(mha.d_model, mha.h, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(mha.in_proj.weight)
-        ref.in_proj_bias.copy_(mha.in_proj.bias)
-        ref.out_proj.weight.copy_(mha.out_proj.weight)
-        ref.out_proj.bias.copy_(mha.out_proj.bias)
-    return ref.eval()
-
-
 @pytest.mark.parametrize("use_padding", [False, True])
 @pytest.mark.parametrize("use_causal", [False, True])
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_self_attention_equals_torch_multihead_attention(use_padding, use_causal, need_weights):
     mha = MultiHeadAttention(D, H).eval()
     nn.init.normal_(mha.in_proj.bias)                     # non-zero biases are copied too
-    ref = copy_to_torch(mha)
+    ref = mha.to_torch()
     x = torch.randn(B, T, D)
     ids = torch.ones(B, T, dtype=torch.long)
     ids[0, 3:] = 0
@@ -107,7 +97,7 @@ def test_self_attention_equals_torch_multihead_attention(use_padding, use_causal
 
 def test_cross_attention_equals_torch_multihead_attention():
     mha = MultiHeadAttention(D, H).eval()
-    ref = copy_to_torch(mha)
+    ref = mha.to_torch()
     x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
     src = torch.ones(B, S, dtype=torch.long)
     src[1, 5:] = 0
@@ -121,7 +111,7 @@ def test_cross_attention_equals_torch_multihead_attention():
 def test_opposite_convention_is_caught_by_this_test():
     """Passing our mask (True = attend) straight to PyTorch blocks the wrong keys."""
     mha = MultiHeadAttention(D, H).eval()
-    ref = copy_to_torch(mha)
+    ref = mha.to_torch()
     x = torch.randn(B, T, D)
     ours, _ = mha(x, mask=causal_mask(T))
     wrong, _ = ref(x, x, x, attn_mask=causal_mask(T)[0, 0])

@@ -214,14 +214,9 @@ def test_split_merge():
 
 def make_torch_run(batch_first=True, convert_mask=True):
     def run(ours, x, mask):
-        ref = nn.MultiheadAttention(ours.d_model, ours.h, batch_first=batch_first)
-        with torch.no_grad():
-            ref.in_proj_weight.copy_(ours.in_proj.weight)
-            ref.in_proj_bias.copy_(ours.in_proj.bias)
-            ref.out_proj.weight.copy_(ours.out_proj.weight)
-            ref.out_proj.bias.copy_(ours.out_proj.bias)
+        ref = ours.to_torch(batch_first=batch_first)
         m = to_blocked(mask) if convert_mask else mask
-        return ref.eval()(x, x, x, attn_mask=m, need_weights=False)[0]
+        return ref(x, x, x, attn_mask=m, need_weights=False)[0]
     return run
 
 

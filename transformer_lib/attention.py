@@ -149,3 +149,13 @@ class MultiHeadAttention(nn.Module):
             out, weights = fused_attention(q, k, v, mask, p, is_causal), None
         out = out.transpose(1, 2).reshape(B, T, D)                           # (B, T, D)
         return self.out_proj(out), (weights if need_weights else None)
+
+    def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
+        """This layer as a ``torch.nn.MultiheadAttention`` with the same weights, in eval mode
+        (for comparisons). Mind its opposite mask convention: see ``masks.to_blocked``."""
+        ref = nn.MultiheadAttention(self.d_model, self.h, batch_first=batch_first)
+        ref.load_state_dict({"in_proj_weight": self.in_proj.weight,
+                             "in_proj_bias": self.in_proj.bias,
+                             "out_proj.weight": self.out_proj.weight,
+                             "out_proj.bias": self.out_proj.bias})
+        return ref.to(self.in_proj.weight.device).eval()

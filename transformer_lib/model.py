@@ -55,12 +55,14 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor, src_mask: Optional[Tensor] = None,
                need_weights: bool = False) -> Union[Tensor, Tuple[Tensor, List]]:
         """Source ids (B, S) -> memory (B, S, D) [, encoder weights per layer]."""
-        c = self.config
-        check_token_ids(src, "src", c.src_vocab_size)
-        src_mask = self._src_mask(src, src_mask)
-        x = self.positions(self.src_embed(src))                               # (B, S, D)
-        memory, weights = self.encoder(x, src_mask, need_weights)             # (B, S, D)
+        check_token_ids(src, "src", self.config.src_vocab_size)
+        memory, weights = self._encode(src, self._src_mask(src, src_mask), need_weights)
         return (memory, weights) if need_weights else memory
+
+    def _encode(self, src: Tensor, src_mask: Tensor,
+                need_weights: bool) -> Tuple[Tensor, List]:
+        x = self.positions(self.src_embed(src))                               # (B, S, D)
+        return self.encoder(x, src_mask, need_weights)                        # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Optional[Tensor] = None,
                tgt_mask: Optional[Tensor] = None, cache: Optional[KVCache] = None,
@@ -75,6 +77,7 @@ class Transformer(nn.Module):
         c = self.config
         check_token_ids(tgt, "tgt", c.tgt_vocab_size)
         if src_mask is None and src is not None:
+            check_token_ids(src, "src", c.src_vocab_size)
             src_mask = self._src_mask(src, None)
         B, T = tgt.shape
         check_mask(src_mask, "src_mask", (B, c.h, 1, memory.shape[1]))
@@ -96,10 +99,11 @@ class Transformer(nn.Module):
         With ``need_weights=True`` also returns ``{"encoder": [...], "decoder_self": [...],
         "decoder_cross": [...]}``, one (B, H, T_q, T_k) tensor per layer.
         """
-        src_mask = self._src_mask(src, src_mask) if isinstance(src, Tensor) else src_mask
+        check_token_ids(src, "src", self.config.src_vocab_size)
+        src_mask = self._src_mask(src, src_mask)
+        memory, enc_w = self._encode(src, src_mask, need_weights)
         if not need_weights:
-            return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
-        memory, enc_w = self.encode(src, src_mask, need_weights=True)
+            return self.decode(tgt, memory, src_mask, tgt_mask)
         logits, dec_w = self.decode(tgt, memory, src_mask, tgt_mask, need_weights=True)
         return logits, {"encoder": enc_w,
                         "decoder_self": [w["self"] for w in dec_w],
@@ -110,9 +114,9 @@ class Transformer(nn.Module):
         return KVCache(self.config.N)
 
     def _src_mask(self, src: Tensor, src_mask: Optional[Tensor]) -> Tensor:
+        """The given source mask, checked, or else the padding mask of ``src``."""
         c = self.config
         if src_mask is None:
-            check_token_ids(src, "src", c.src_vocab_size)
             return padding_mask(src, c.pad_id)                                # (B, 1, 1, S)
         check_mask(src_mask, "src_mask", (src.shape[0], c.h, 1, src.shape[1]))
         return src_mask

@@ -24,6 +24,7 @@ from typing import List, Optional
 import numpy as np
 import torch
 
+from .checks import non_negative_int, positive_int
 from .config import TransformerConfig
 from .model import Transformer
 from .training.checkpoint import load_checkpoint
@@ -33,20 +34,6 @@ from .training.trainer import Trainer, TrainSettings, pick_device
 
 PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
            "big": TransformerConfig.big}
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

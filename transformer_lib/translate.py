@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from .checks import positive_int
 from .decoding import beam_search, greedy_decode
 
 
@@ -43,13 +44,6 @@ def translate_lines(model, src_tok, tgt_tok, lines: Sequence[str], beam: int = 1
         for r, i in enumerate(rows):
             out[i] = tgt_tok.decode(hyp[r].tolist())
     return out
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 
 import torch
-from torch import nn
 
 from ..attention import MultiHeadAttention, attention
 from ..masks import causal_mask
@@ -139,14 +138,14 @@ def check_torch_mha(run_torch_mha, batch: int = 3) -> Feedback:
 def _diagnose_torch_mha(fb: Feedback, ours: MultiHeadAttention, x: torch.Tensor,
                         mask: torch.Tensor, got: torch.Tensor) -> None:
     """Recognise the batch_first and mask-convention traps by reproducing them."""
-    ref = _torch_copy(ours)
+    ref = ours.to_torch()
     got = got.detach()
     with torch.no_grad():
         inverted = ref(x, x, x, attn_mask=mask, need_weights=False)[0]
         rows = (~mask).any(dim=-1)  # queries that keep a key once the mask is inverted
         not_first = None
         if x.shape[0] == x.shape[1]:  # only then does the wrong layout run without an error
-            not_first = _torch_copy(ours, batch_first=False)(x, x, x, attn_mask=~mask,
+            not_first = ours.to_torch(batch_first=False)(x, x, x, attn_mask=~mask,
                                                              need_weights=False)[0]
     if not_first is not None and torch.allclose(got, not_first, atol=1e-5):
         fb.fail("batch_first trap: nn.MultiheadAttention defaults to (T, B, D); with "
@@ -154,13 +153,3 @@ def _diagnose_torch_mha(fb: Feedback, ours: MultiHeadAttention, x: torch.Tensor,
     elif torch.allclose(got[:, rows], inverted[:, rows], atol=1e-5):
         fb.fail("mask convention inverted: nn.MultiheadAttention's True means *blocked*; "
                 "pass transformer_lib.masks.to_blocked(mask)")
-
-
-def _torch_copy(ours: MultiHeadAttention, batch_first: bool = True) -> nn.MultiheadAttention:
-    ref = nn.MultiheadAttention(ours.d_model, ours.h, batch_first=batch_first).eval()
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(ours.in_proj.weight)
-        ref.in_proj_bias.copy_(ours.in_proj.bias)
-        ref.out_proj.weight.copy_(ours.out_proj.weight)
-        ref.out_proj.bias.copy_(ours.out_proj.bias)
-    return ref
