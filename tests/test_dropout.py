@@ -1,7 +1,7 @@
 import torch
 from torch import nn
 
-from transformer_lib.dropout import Dropout
+from transformer_lib.dropout import Dropout, keep_mask
 
 
 def test_cpu_dropout_keeps_with_probability_one_minus_p_and_rescales():
@@ -27,3 +27,40 @@ def test_cpu_dropout_follows_the_seed_and_matches_the_rate_per_position():
     torch.testing.assert_close(drop(torch.ones(4000, 50)), a)
     per_column = (a != 0).float().mean(dim=0)                 # no position is favoured
     assert per_column.min() > 0.45 and per_column.max() < 0.55
+
+
+def test_keep_mask_rounds_p_to_a_multiple_of_2_to_the_minus_16_and_keeps_the_dtype():
+    torch.manual_seed(0)
+    for p in (0.1, 0.5, 1 / 2 ** 16):
+        m = keep_mask(torch.Size((400, 2500)), p)
+        rate = round(p * 2 ** 16) / 2 ** 16                            # what is really used
+        torch.testing.assert_close(m.unique(), torch.tensor([0.0, 1.0 / (1.0 - p)]))
+        sd = (rate * (1 - rate) / m.numel()) ** 0.5
+        assert abs((m == 0).float().mean().item() - rate) < 6 * sd + 1e-7
+    assert keep_mask(torch.Size((3, 5)), 0.1, torch.bfloat16).dtype == torch.bfloat16
+    assert keep_mask(torch.Size((7,)), 0.1).shape == (7,)             # numel not a multiple of 4
+
+
+def test_dropout_keeps_a_bf16_input_in_bf16():
+    x = torch.ones(64, 64, dtype=torch.bfloat16)
+    assert Dropout(0.1).train()(x).dtype == torch.bfloat16
+
+
+def test_of_relu_equals_dropout_of_relu_with_the_same_mask_and_gradient():
+    drop = Dropout(0.3)
+    x = torch.randn(50, 40, requires_grad=True)
+    torch.manual_seed(3)
+    fast = drop.of_relu(x)
+    x2 = x.detach().clone().requires_grad_()
+    torch.manual_seed(3)
+    slow = drop(torch.relu(x2))
+    torch.testing.assert_close(fast, slow, rtol=0, atol=0)
+    g = torch.randn_like(fast)
+    fast.backward(g)
+    slow.backward(g)
+    torch.testing.assert_close(x.grad, x2.grad, rtol=0, atol=0)
+    x_before = x.detach().clone()
+    drop.of_relu(x)
+    assert torch.equal(x, x_before)                                  # the input is never changed
+    drop.eval()
+    torch.testing.assert_close(drop.of_relu(x), torch.relu(x))

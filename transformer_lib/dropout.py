@@ -5,22 +5,51 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+RESOLUTION = 2 ** 16        # the CPU mask rounds p to a multiple of 1 / 2^16
+
+
+def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A CPU dropout mask of ``shape``: 1 / (1 - p) with probability 1 - p, else 0 (§5.4).
+
+    One 64-bit random number gives four 16-bit ones: an element is kept when its 16 bits,
+    read as a signed integer, are at least ``-2^15 + round(p * 2^16)``. Drawing a quarter
+    as many random numbers as ``bernoulli_`` does is what makes it cheaper.
+    """
+    n = shape.numel()
+    draw = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)  # 64 bits each
+    bits = draw.view(torch.int16)[:n].view(shape)          # uniform in [-2^15, 2^15)
+    keep = bits.float().ge_(-RESOLUTION // 2 + round(p * RESOLUTION))    # 1.0 or 0.0
+    return keep.mul_(1.0 / (1.0 - p)).to(dtype)
+
 
 class Dropout(nn.Dropout):
-    """``nn.Dropout`` (§5.4) with a cheaper random mask on the CPU; same distribution.
+    """``nn.Dropout`` (§5.4) with a cheaper random mask on the CPU.
 
     Each element is kept with probability 1 - p and scaled by 1 / (1 - p). On the CPU the
-    keep/drop draw is a random integer in [0, 2^24] (stored as float32, the resolution of
-    ``torch.rand``) compared in place with p * 2^24: cheaper per core than ``bernoulli_``,
-    the bulk of ``nn.Dropout``'s cost there. Other devices use ``F.dropout``.
+    mask comes from :func:`keep_mask` (p rounded to a multiple of 2^-16: 0.1 becomes
+    0.100006), about twice as fast per core as ``nn.Dropout``'s ``bernoulli_`` draw.
+    Other devices use ``F.dropout``.
+
     Shape: any -> the same.
     """
+
+    def _cpu_mask(self, x: torch.Tensor) -> bool:
+        return self.training and 0.0 < self.p < 1.0 and not self.inplace \
+            and x.device.type == "cpu"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if x.device.type != "cpu" or self.p == 1.0 or self.inplace:
-            return F.dropout(x, self.p, True, self.inplace)
-        draw = torch.empty(x.shape, dtype=torch.float32).random_()   # integers 0 .. 2^24
-        keep = draw.ge_(round(self.p * 2 ** 24)).to(x.dtype)         # 1.0 with prob. 1 - p
-        return x * keep.mul_(1.0 / (1.0 - self.p))
+        if not self._cpu_mask(x):
+            return F.dropout(x, self.p, self.training, self.inplace)
+        return x * keep_mask(x.shape, self.p, x.dtype)
+
+    def of_relu(self, x: torch.Tensor) -> torch.Tensor:
+        """``self(torch.relu(x))``, same mask, one activation-sized buffer less.
+
+        With a mask m >= 0, Dropout(ReLU(x)) = ReLU(x) * m = ReLU(x * m): the ReLU then
+        runs in place on the fresh product ``x * m``, never on ``x`` itself.
+        """
+        if not self._cpu_mask(x):
+            return self(torch.relu(x))
+        return (x * keep_mask(x.shape, self.p, x.dtype)).relu_()

@@ -23,5 +23,5 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.dropout(torch.relu(self.w_1(x)))                       # (B, L, d_ff)
+        hidden = self.dropout.of_relu(self.w_1(x))      # Dropout(ReLU(x W_1 + b_1)), (B, L, d_ff)
         return self.w_2(hidden)                                              # (B, L, D)
