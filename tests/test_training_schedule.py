@@ -45,3 +45,23 @@ def test_optimizer_settings_and_lr_per_update():
         opt.zero_grad()
         sched.step()
     assert seen == pytest.approx([noam_lr(k, 64, 10, 2.0) for k in range(1, 26)])
+
+
+def test_cpu_optimizer_is_fused_and_updates_like_plain_adam():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(5, 4)
+    plain = torch.nn.Linear(5, 4)
+    plain.load_state_dict(model.state_dict())
+    opt, sched = make_optimizer(model, d_model=64, warmup_steps=10, factor=2.0)
+    assert opt.param_groups[0]["fused"] is True
+    ref = torch.optim.Adam(plain.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    ref_sched = torch.optim.lr_scheduler.LambdaLR(ref, lambda k: noam_lr(k + 1, 64, 10, 2.0))
+    for _ in range(20):
+        x = torch.randn(8, 5)
+        for m, o, s in ((model, opt, sched), (plain, ref, ref_sched)):
+            m(x).square().sum().backward()
+            o.step()
+            o.zero_grad()
+            s.step()
+    for a, b in zip(model.parameters(), plain.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
