@@ -11,6 +11,7 @@ work, and the rest (Python and dispatch overhead = wall time minus the operators
 """
 from __future__ import annotations
 
+import argparse
 import time
 from collections import defaultdict
 from typing import Dict
@@ -79,7 +80,8 @@ def main() -> None:
     p.add_argument("--preset", choices=list(PRESETS), default="d256")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--vocab", type=int, default=1000)
-    p.add_argument("--fused-adam", action="store_true")
+    p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
+                   help="Adam(fused=True), as in train_throughput.py (default)")
     p.add_argument("--table", action="store_true", help="also the per-operator table")
     args = p.parse_args()
     device = common.setup(args)

@@ -1,4 +1,5 @@
 """The training loop: it learns, it resumes exactly, and the command line works end to end."""
+import dataclasses
 import math
 import subprocess
 import sys
@@ -64,6 +65,52 @@ def test_resume_gives_the_same_losses_bit_for_bit(tmp_path):
         assert torch.equal(p, expected[name]), name
 
 
+def test_weight_averaging_gives_the_mean_of_the_last_snapshots():
+    plain = make_trainer(steps=6)
+    snapshots = []
+    for stop in (2, 4, 6):                                     # weights after steps 2, 4, 6
+        plain.settings = dataclasses.replace(plain.settings, steps=stop)
+        plain.fit()
+        snapshots.append({n: p.detach().clone() for n, p in plain.model.named_parameters()})
+    averaged = make_trainer(steps=6, average_last=3, average_every=2)
+    history = averaged.fit()
+    for name, p in averaged.model.named_parameters():
+        mean = sum(snap[name] for snap in snapshots) / 3
+        torch.testing.assert_close(p, mean, rtol=1e-6, atol=1e-7)
+        assert not torch.equal(p, snapshots[-1][name])          # not just the last weights
+    assert history["loss"] == plain.history["loss"]             # training itself unchanged
+    assert averaged.weight_sum == {} and averaged.n_averaged == 0
+
+
+def test_resume_inside_the_averaging_window_is_exact(tmp_path):
+    kw = dict(steps=10, average_last=3, average_every=2)      # snapshots at steps 6, 8, 10
+    uninterrupted = make_trainer(**kw)
+    uninterrupted.fit()
+    first = make_trainer(tmp_path, save_every=7, **kw)
+    step = first.train_step
+
+    def crash_after_step_7(batch):
+        if first.step == 7:
+            raise KeyboardInterrupt
+        return step(batch)
+    first.train_step = crash_after_step_7
+    with pytest.raises(KeyboardInterrupt):
+        first.fit()
+    assert load_checkpoint(tmp_path / "c.pt")["average"]["count"] == 1   # step 6 is in it
+    second = make_trainer(tmp_path, **kw)
+    second.resume()
+    second.fit()
+    expected = uninterrupted.model.state_dict()
+    for name, p in second.model.state_dict().items():
+        assert torch.equal(p, expected[name]), name
+
+
+@pytest.mark.parametrize("field,value", [("average_last", -1), ("average_every", 0)])
+def test_bad_averaging_settings_are_named(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainSettings(**{field: value})
+
+
 def test_history_and_checkpoint_contents(tmp_path):
     history = make_trainer(tmp_path, steps=4, eval_every=2).fit()
     assert history["val_step"] == [2, 4] and len(history["loss"]) == 4
@@ -90,15 +137,19 @@ CLI_ARGS = ["--task", "dates", "--n-train", "300", "--n-valid", "20", "--n-test"
 
 def test_cli_trains_then_resumes(tmp_path):
     out = tmp_path / "run"
-    proc = run_cli(*CLI_ARGS, "--steps", "3", "--out", str(out))
+    proc = run_cli(*CLI_ARGS, "--steps", "3", "--out", str(out), "--average-last", "2",
+                   "--average-every", "1")
     assert "test: exact match" in proc.stdout
+    assert "trained steps 1-3 in " in proc.stdout
     ck = load_checkpoint(out / "checkpoint.pt")
     assert ck["step"] == 3 and ck["extra"]["task"] == "dates"
+    assert (ck["settings"]["average_last"], ck["settings"]["average_every"]) == (2, 1)
 
     again = run_cli(*CLI_ARGS, "--steps", "3", "--out", str(out), check=False)
     assert again.returncode != 0 and "--resume" in again.stderr and "--force" in again.stderr
 
-    run_cli(*CLI_ARGS, "--steps", "5", "--out", str(out), "--resume")
+    resumed = run_cli(*CLI_ARGS, "--steps", "5", "--out", str(out), "--resume")
+    assert "trained steps 4-5 in " in resumed.stdout
     ck = load_checkpoint(out / "checkpoint.pt")
     assert ck["step"] == 5 and ck["history"]["step"] == [1, 2, 3, 4, 5]
     model, src_tok, _ = load_model(out / "checkpoint.pt")

@@ -18,6 +18,7 @@ import argparse
 import random
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -73,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="validation pairs decoded for exact match and BLEU")
     train.add_argument("--save-every", type=non_negative_int, default=0,
                        help="checkpoint every N steps (0: at the end only)")
+    train.add_argument("--average-last", type=non_negative_int, default=0,
+                       help="final model = mean of the last K snapshots (paper: 5, §6.1)")
+    train.add_argument("--average-every", type=positive_int, default=100,
+                       help="steps between those snapshots")
     train.add_argument("--out", type=Path, required=True, help="output folder")
     train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
     train.add_argument("--resume", action="store_true", help="continue --out/--name")
@@ -154,7 +159,8 @@ def settings_from(args, ckpt_path: Path, decode_max_len: int, bleu_tokenize: str
         lr_factor=args.lr_factor, label_smoothing=args.label_smoothing,
         eval_every=args.eval_every, save_every=args.save_every, checkpoint=str(ckpt_path),
         seed=args.seed, bf16=args.bf16, decode_max_len=decode_max_len,
-        bleu_tokenize=bleu_tokenize, eval_limit=args.eval_limit, progress=not args.no_progress)
+        bleu_tokenize=bleu_tokenize, eval_limit=args.eval_limit, progress=not args.no_progress,
+        average_last=args.average_last, average_every=args.average_every)
 
 
 def run(args, ckpt_path: Path) -> Trainer:
@@ -179,7 +185,11 @@ def run(args, ckpt_path: Path) -> Trainer:
         trainer.resume()
     if dist.enabled:
         torch.manual_seed(args.seed + 1000 * dist.rank + trainer.step)  # own dropout per rank
+    start, first = time.perf_counter(), trainer.step
     trainer.fit()
+    if dist.is_main and trainer.step > first:
+        print(f"trained steps {first + 1}-{trainer.step} in {time.perf_counter() - start:.1f} s "
+              "(validation included)")
     if test_pairs is not None and dist.is_main:
         scores = evaluate_translation(trainer.model, test_pairs, src_tok, tgt_tok,
                                       decode_max_len, bleu_tokenize, device)

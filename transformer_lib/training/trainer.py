@@ -28,6 +28,9 @@ class TrainSettings:
 
     ``eval_every``/``save_every`` = 0: only at the end. ``eval_limit``: validation pairs
     that are greedy-decoded for exact match and BLEU (the loss uses all of them).
+    ``average_last`` > 0: the final model is the mean of the weights at the last
+    ``average_last`` snapshots, taken every ``average_every`` steps up to ``steps`` (the
+    paper's base models average the last 5 checkpoints, §6.1).
     """
 
     steps: int = 1000
@@ -45,12 +48,14 @@ class TrainSettings:
     eval_limit: Optional[int] = 500
     progress: bool = True
     verbose: bool = True
+    average_last: int = 0
+    average_every: int = 100
 
     def __post_init__(self) -> None:
-        for name in ("steps", "max_tokens", "warmup"):
+        for name in ("steps", "max_tokens", "warmup", "average_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
-        for name in ("eval_every", "save_every"):
+        for name in ("eval_every", "save_every", "average_last"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
 
@@ -94,6 +99,8 @@ class Trainer:
             self.model, model.config.d_model, settings.warmup, settings.lr_factor)
         self.step, self.epoch, self.position, self.history = 0, 0, 0, new_history()
         self._batches: Optional[list] = None
+        self.weight_sum: Dict[str, torch.Tensor] = {}           # snapshots for averaging
+        self.n_averaged = 0
 
     # batches ---------------------------------------------------------------------------
     def next_batch(self):
@@ -166,6 +173,7 @@ class Trainer:
             "step": self.step, "epoch": self.epoch, "position": self.position,
             "rng": rng_state(),
             "history": self.history,
+            "average": {"sum": self.weight_sum, "count": self.n_averaged},
             "settings": dataclasses.asdict(self.settings),
             "src_tokenizer": self.src_tok.to_dict(), "tgt_tokenizer": self.tgt_tok.to_dict(),
             "extra": self.extra,
@@ -179,6 +187,8 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.history = {k: list(v) for k, v in state["history"].items()}
+        average = state.get("average", {"sum": {}, "count": 0})   # older checkpoints: none
+        self.weight_sum, self.n_averaged = dict(average["sum"]), average["count"]
         self._batches = self.epoch_batches(self.epoch)
         set_rng_state(state["rng"])
 
@@ -209,12 +219,37 @@ class Trainer:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", refresh=False)
             last = self.step == s.steps
+            self._snapshot(bar, last)
             if main and (last or (s.eval_every and self.step % s.eval_every == 0)):
                 self._validate_and_log(bar)
             if last or (s.save_every and self.step % s.save_every == 0):
                 self.save()
         bar.close()
         return self.history
+
+    # weight averaging (§6.1) ---------------------------------------------------------------
+    @torch.no_grad()
+    def _snapshot(self, bar, last: bool) -> None:
+        """Add the weights to the running sum at the last ``average_last`` snapshot steps;
+        at the last step, load their mean into the model."""
+        s = self.settings
+        to_go = s.steps - self.step
+        window = s.average_last * s.average_every
+        if not s.average_last or to_go % s.average_every or to_go >= window:
+            return
+        for name, p in self.model.named_parameters():
+            if name in self.weight_sum:
+                self.weight_sum[name] += p
+            else:
+                self.weight_sum[name] = p.detach().clone()
+        self.n_averaged += 1
+        if last:
+            for name, p in self.model.named_parameters():
+                p.copy_(self.weight_sum[name] / self.n_averaged)
+            if s.verbose and self.dist.is_main:
+                bar.write(f"step {self.step}: weights averaged over the last {self.n_averaged} "
+                          f"snapshots, {s.average_every} steps apart")
+            self.weight_sum, self.n_averaged = {}, 0
 
     def _log(self, **values) -> None:
         for k, v in values.items():
