@@ -123,7 +123,7 @@ def train_step_fn(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id
 
 def run_preset(name: str, overrides: dict, batch: int, length: int, args,
                device: torch.device, peaks: Dict[str, float]) -> list:
-    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1),
+    c = TransformerConfig.tiny(args.vocab, P_drop=args.dropout, max_len=max(128, length + 1),
                                **overrides)
     gen = torch.Generator().manual_seed(args.seed)
     src, tgt = make_batch(c, batch, length + 1, device, gen)
@@ -167,6 +167,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--vocab", type=int, default=1000, help="source = target vocabulary size")
     p.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    p.add_argument("--dropout", type=float, default=0.1,
+                   help="P_drop of both models (0: how much of the step dropout costs)")
     p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     p.add_argument("--compile", action="store_true", help="also time torch.compile(ours)")
     p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
