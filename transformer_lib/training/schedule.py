@@ -31,7 +31,7 @@ def make_optimizer(model: nn.Module, d_model: int, warmup_steps: int = 4000,
     On the CPU and CUDA, Adam runs fused (``fused=True``): the same update, fewer kernels.
     """
     params = list(model.parameters())
-    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in params)
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)
     optimizer = torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                  fused=fused or None)              # one kernel per step
     scheduler = torch.optim.lr_scheduler.LambdaLR(
