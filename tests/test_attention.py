@@ -2,6 +2,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from transformer_lib import (MultiHeadAttention, attention, causal_mask, decoder_mask,
@@ -107,6 +108,36 @@ def test_cross_attention_equals_torch_multihead_attention():
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-4)
 
+
+
+def test_cross_attention_fused_path_and_gradients_equal_torch_multihead_attention():
+    mha = MultiHeadAttention(D, H)
+    nn.init.normal_(mha.in_proj.bias)
+    ref = mha.to_torch()
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    src = torch.ones(B, S, dtype=torch.long)
+    src[1, 5:] = 0
+    out, _ = mha(x, memory, mask=padding_mask(src, 0))                  # the fused path
+    ref_out, _ = ref(x, memory, memory, key_padding_mask=to_blocked(src != 0))
+    torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
+    g = torch.randn_like(out)
+    out.backward(g)
+    ref_out.backward(g)
+    torch.testing.assert_close(mha.in_proj.weight.grad, ref.in_proj_weight.grad,
+                               atol=1e-5, rtol=1e-4)                    # W^Q and W^K; W^V
+    torch.testing.assert_close(mha.in_proj.bias.grad, ref.in_proj_bias.grad,
+                               atol=1e-5, rtol=1e-4)
+
+
+def test_fused_attention_without_fully_masked_rows_is_the_kernel_output_itself():
+    """No extra pass when every query sees a key: same values and same memory layout."""
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in qkv())  # head views
+    mask = torch.ones(B, 1, 1, S, dtype=torch.bool)
+    mask[0, ..., 4:] = False
+    out = fused_attention(q, k, v, mask)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.equal(out, ref) and out.stride() == ref.stride()
+    assert out.transpose(1, 2).is_contiguous()         # merging the heads needs no copy
 
 def test_opposite_convention_is_caught_by_this_test():
     """Passing our mask (True = attend) straight to PyTorch blocks the wrong keys."""

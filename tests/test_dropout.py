@@ -64,3 +64,10 @@ def test_of_relu_equals_dropout_of_relu_with_the_same_mask_and_gradient():
     assert torch.equal(x, x_before)                                  # the input is never changed
     drop.eval()
     torch.testing.assert_close(drop.of_relu(x), torch.relu(x))
+
+
+def test_of_relu_keeps_only_its_output_for_the_backward_pass():
+    x = torch.randn(64, 32, requires_grad=True)
+    y = Dropout(0.2).train().of_relu(x)
+    saved = y.grad_fn.saved_tensors
+    assert len(saved) == 1 and saved[0].data_ptr() == y.data_ptr()    # no mask kept

@@ -65,7 +65,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                          is_causal=is_causal)                # (..., T_q, d_v)
     if mask is not None:
-        out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # fully masked rows -> 0
+        seen = mask.any(dim=-1, keepdim=True)               # False: a fully masked query row
+        if q.device.type != "cpu" or not seen.all():        # (a check that would wait on a GPU)
+            out = out.masked_fill(~seen, 0.0)               # fully masked rows -> 0
     return out
 
 
@@ -115,12 +117,13 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat((cache["v"], v), dim=2)
                 cache["k"], cache["v"] = k, v
         else:                                                # cross-attention
-            w, b = self.in_proj.weight, self.in_proj.bias
-            q = F.linear(x, w[:D], b[:D])                                    # (B, T, D)
+            w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                # (D, D), (2D, D)
+            b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
+            q = F.linear(x, w_q, b_q)                                        # (B, T, D)
             if cache is not None and "k" in cache:           # memory projected once per sequence
                 k, v = cache["k"], cache["v"]
             else:
-                k, v = F.linear(memory, w[D:], b[D:]).split(D, dim=-1)       # 2 x (B, S, D)
+                k, v = F.linear(memory, w_kv, b_kv).split(D, dim=-1)         # 2 x (B, S, D)
                 k, v = self._split_heads(k), self._split_heads(v)            # (B, H, S, d_k)
                 if cache is not None:
                     cache["k"], cache["v"] = k, v

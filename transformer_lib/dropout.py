@@ -22,6 +22,28 @@ def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype = torch.float32) -
     return keep.mul_(1.0 / (1.0 - p)).to(dtype)
 
 
+class _ReluDropout(torch.autograd.Function):
+    """ReLU(h * mask), built in the mask's own buffer; the gradient needs only the output.
+
+    Where the output y is positive the gradient is the mask's scale, elsewhere 0 (a dropped
+    element or a negative h), so y, which the next layer keeps anyway, is all backward needs:
+    no mask is kept and no buffer besides the output is written.
+    """
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, p: float) -> torch.Tensor:
+        y = keep_mask(h.shape, p, h.dtype).mul_(h).relu_()            # ReLU(h * mask)
+        ctx.save_for_backward(y)
+        ctx.scale = 1.0 / (1.0 - p)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        y, = ctx.saved_tensors
+        # grad where y > 0, else 0 (what ReLU's own backward computes), times the scale
+        return torch.ops.aten.threshold_backward(grad, y, 0.0).mul_(ctx.scale), None
+
+
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (§5.4) with a cheaper random mask on the CPU.
 
@@ -45,11 +67,12 @@ class Dropout(nn.Dropout):
         return x * keep_mask(x.shape, self.p, x.dtype)
 
     def of_relu(self, x: torch.Tensor) -> torch.Tensor:
-        """``self(torch.relu(x))``, same mask, one activation-sized buffer less.
+        """``self(torch.relu(x))``, same mask and gradient, two activation-sized buffers less.
 
-        With a mask m >= 0, Dropout(ReLU(x)) = ReLU(x) * m = ReLU(x * m): the ReLU then
-        runs in place on the fresh product ``x * m``, never on ``x`` itself.
+        With a mask m >= 0, Dropout(ReLU(x)) = ReLU(x) * m = ReLU(x * m). On the CPU the
+        product and the ReLU run in place in the mask's buffer, and the backward pass finds
+        the gradient from the output alone (:class:`_ReluDropout`). ``x`` is never changed.
         """
         if not self._cpu_mask(x):
             return self(torch.relu(x))
-        return (x * keep_mask(x.shape, self.p, x.dtype)).relu_()
+        return _ReluDropout.apply(x, self.p)
