@@ -12,7 +12,7 @@ from transformer_lib import Transformer, TransformerConfig
 from transformer_lib import train as train_cli
 from transformer_lib.data.batching import encode_pairs, make_batch
 from transformer_lib.data.tokenizers import CharTokenizer
-from transformer_lib.training.checkpoint import load_checkpoint, load_model
+from transformer_lib.training.checkpoint import load_checkpoint, load_model, save_checkpoint
 from transformer_lib.training.trainer import Trainer, TrainSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +103,23 @@ def test_resume_inside_the_averaging_window_is_exact(tmp_path):
     expected = uninterrupted.model.state_dict()
     for name, p in second.model.state_dict().items():
         assert torch.equal(p, expected[name]), name
+
+
+def test_resume_with_a_different_window_starts_the_average_afresh(tmp_path):
+    first = make_trainer(tmp_path, steps=7, save_every=7, average_last=3, average_every=2)
+    first.fit()                                              # snapshots at steps 3, 5, 7
+    ck = load_checkpoint(tmp_path / "c.pt")
+    ck["average"] = {"sum": {n: p.clone() for n, p in first.model.state_dict().items()
+                             if n in dict(first.model.named_parameters())},
+                     "count": 1, "steps": [5]}               # as if saved inside that window
+    save_checkpoint(tmp_path / "c.pt", ck)
+    second = make_trainer(tmp_path, steps=10, average_last=2, average_every=2)  # 8 and 10
+    with pytest.warns(UserWarning, match="starting the average afresh"):
+        second.resume()
+    assert second.weight_sum == {} and second.n_averaged == 0
+    same = make_trainer(tmp_path, steps=9, average_last=3, average_every=2)     # 5, 7, 9
+    same.resume()                                            # step 5 is due here too: kept
+    assert same.averaged_steps == [5]
 
 
 @pytest.mark.parametrize("field,value", [("average_last", -1), ("average_every", 0)])

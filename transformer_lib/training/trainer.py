@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -100,7 +101,7 @@ class Trainer:
         self.step, self.epoch, self.position, self.history = 0, 0, 0, new_history()
         self._batches: Optional[list] = None
         self.weight_sum: Dict[str, torch.Tensor] = {}           # snapshots for averaging
-        self.n_averaged = 0
+        self.averaged_steps: List[int] = []                     # ... and their steps
 
     # batches ---------------------------------------------------------------------------
     def next_batch(self):
@@ -173,7 +174,8 @@ class Trainer:
             "step": self.step, "epoch": self.epoch, "position": self.position,
             "rng": rng_state(),
             "history": self.history,
-            "average": {"sum": self.weight_sum, "count": self.n_averaged},
+            "average": {"sum": self.weight_sum, "count": self.n_averaged,
+                        "steps": self.averaged_steps},
             "settings": dataclasses.asdict(self.settings),
             "src_tokenizer": self.src_tok.to_dict(), "tgt_tokenizer": self.tgt_tok.to_dict(),
             "extra": self.extra,
@@ -188,7 +190,15 @@ class Trainer:
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.history = {k: list(v) for k, v in state["history"].items()}
         average = state.get("average", {"sum": {}, "count": 0})   # older checkpoints: none
-        self.weight_sum, self.n_averaged = dict(average["sum"]), average["count"]
+        self.weight_sum = dict(average["sum"])
+        self.averaged_steps = list(average.get("steps", [None] * average["count"]))
+        if any(t is not None and not self._snapshot_due(t) for t in self.averaged_steps):
+            warnings.warn(
+                f"the checkpoint's weight average holds snapshots from steps "
+                f"{self.averaged_steps}, which are not snapshot steps of these settings "
+                f"(steps={self.settings.steps}, average_last={self.settings.average_last}, "
+                f"average_every={self.settings.average_every}): starting the average afresh")
+            self.weight_sum, self.averaged_steps = {}, []
         self._batches = self.epoch_batches(self.epoch)
         set_rng_state(state["rng"])
 
@@ -228,28 +238,37 @@ class Trainer:
         return self.history
 
     # weight averaging (§6.1) ---------------------------------------------------------------
+    @property
+    def n_averaged(self) -> int:
+        return len(self.averaged_steps)
+
+    def _snapshot_due(self, step: int) -> bool:
+        """Whether ``step`` is one of the last ``average_last`` snapshot steps."""
+        s = self.settings
+        to_go = s.steps - step
+        return bool(s.average_last) and to_go % s.average_every == 0 \
+            and 0 <= to_go < s.average_last * s.average_every
+
     @torch.no_grad()
     def _snapshot(self, bar, last: bool) -> None:
         """Add the weights to the running sum at the last ``average_last`` snapshot steps;
         at the last step, load their mean into the model."""
         s = self.settings
-        to_go = s.steps - self.step
-        window = s.average_last * s.average_every
-        if not s.average_last or to_go % s.average_every or to_go >= window:
+        if not self._snapshot_due(self.step):
             return
         for name, p in self.model.named_parameters():
             if name in self.weight_sum:
                 self.weight_sum[name] += p
             else:
                 self.weight_sum[name] = p.detach().clone()
-        self.n_averaged += 1
+        self.averaged_steps.append(self.step)
         if last:
             for name, p in self.model.named_parameters():
                 p.copy_(self.weight_sum[name] / self.n_averaged)
             if s.verbose and self.dist.is_main:
                 bar.write(f"step {self.step}: weights averaged over the last {self.n_averaged} "
                           f"snapshots, {s.average_every} steps apart")
-            self.weight_sum, self.n_averaged = {}, 0
+            self.weight_sum, self.averaged_steps = {}, []
 
     def _log(self, **values) -> None:
         for k, v in values.items():
