@@ -109,7 +109,6 @@ def test_cross_attention_equals_torch_multihead_attention():
     torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-4)
 
 
-
 def test_cross_attention_fused_path_and_gradients_equal_torch_multihead_attention():
     mha = MultiHeadAttention(D, H)
     nn.init.normal_(mha.in_proj.bias)
@@ -138,6 +137,7 @@ def test_fused_attention_without_fully_masked_rows_is_the_kernel_output_itself()
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert torch.equal(out, ref) and out.stride() == ref.stride()
     assert out.transpose(1, 2).is_contiguous()         # merging the heads needs no copy
+
 
 def test_opposite_convention_is_caught_by_this_test():
     """Passing our mask (True = attend) straight to PyTorch blocks the wrong keys."""
