@@ -146,7 +146,7 @@ def _diagnose_torch_mha(fb: Feedback, ours: MultiHeadAttention, x: torch.Tensor,
         not_first = None
         if x.shape[0] == x.shape[1]:  # only then does the wrong layout run without an error
             not_first = ours.to_torch(batch_first=False)(x, x, x, attn_mask=~mask,
-                                                             need_weights=False)[0]
+                                                         need_weights=False)[0]
     if not_first is not None and torch.allclose(got, not_first, atol=1e-5):
         fb.fail("batch_first trap: nn.MultiheadAttention defaults to (T, B, D); with "
                 "batch_first=False it attended across the batch, not the sequence")

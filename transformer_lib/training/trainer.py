@@ -260,7 +260,7 @@ class Trainer:
             if name in self.weight_sum:
                 self.weight_sum[name] += p
             else:
-                self.weight_sum[name] = p.detach().clone()
+                self.weight_sum[name] = p.clone()            # under no_grad
         self.averaged_steps.append(self.step)
         if last:
             for name, p in self.model.named_parameters():
