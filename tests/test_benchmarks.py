@@ -18,6 +18,7 @@ SCRIPTS = {
     "attention_memory.py": ["explicit MiB", "fused MiB"],
     "scaling.py": ["Step time against length", "Step time against batch"],
     "profile_step.py": ["Training step profile", "matmul", "optimizer (Adam)"],
+    "padding.py": ["packed speed-up", "length-sorted (token_batches)"],
 }
 
 
@@ -49,3 +50,35 @@ def test_matmul_flops_count_by_hand():
     dec = T * (4 * D * D + 2 * D * D + 2 * D * F + D * V) + S * 2 * D * D
     attn = 2 * (S * S + T * T + T * S) * D
     assert matmul_flops(c, B, S, T) == 3 * 2 * B * (enc + dec + attn)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_packed_forward_equals_the_model_where_it_counts(norm_first):
+    """Skipping padded positions changes neither the logits at real target positions nor
+    the loss and its gradients (dropout off, so both passes see the same network)."""
+    import torch
+    import torch.nn.functional as F
+    from padding import packed_forward, padded_batch
+    from transformer_lib import Transformer, TransformerConfig
+    c = TransformerConfig.tiny(50, N=2, d_model=16, d_ff=32, h=2, P_drop=0.0,
+                               norm_first=norm_first)
+    src, tgt = padded_batch(c, 5, 9, 0.3, torch.device("cpu"), torch.Generator().manual_seed(3))
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    assert (src == c.pad_id).any() and (tgt_in == c.pad_id).any()
+    torch.manual_seed(0)
+    model = Transformer(c).train()
+    grads = []
+    for forward in (model, lambda s, t: packed_forward(model, s, t)):
+        model.zero_grad()
+        logits = forward(src, tgt_in)
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=c.pad_id)
+        loss.backward()
+        grads.append((logits.detach(), loss.detach(),
+                      [p.grad.clone() for p in model.parameters()]))
+    (ref, ref_loss, ref_grads), (got, got_loss, got_grads) = grads
+    real = tgt_in != c.pad_id
+    torch.testing.assert_close(got[real], ref[real], rtol=1e-5, atol=1e-5)
+    assert (got[~real] == 0).all()
+    torch.testing.assert_close(got_loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for g, r in zip(got_grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-6)
