@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 import common
-from train_throughput import PRESETS, QUICK, train_step_fn
+from train_throughput import PRESETS, QUICK, make_batch, train_step_fn
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.attention import MultiHeadAttention, fused_attention
 from transformer_lib.data import (PAD_ID, CharTokenizer, encode_pairs, make_date_splits,
@@ -113,15 +113,10 @@ class PackedTransformer(Transformer):
 
 def padded_batch(c: TransformerConfig, batch: int, length: int, shortest: float,
                  device: torch.device, gen: torch.Generator) -> Tuple[Tensor, Tensor]:
-    """Source (B, length) and target (B, length + 1) ids; each row keeps between
-    ``shortest * length`` tokens and all of them (the first row all), the rest is padding."""
-    def ids(vocab: int, n: int) -> Tensor:
-        x = torch.randint(1, vocab, (batch, n), generator=gen)
-        keep = torch.randint(max(1, int(shortest * n)), n + 1, (batch, 1), generator=gen)
-        keep[0] = n
-        x[torch.arange(n)[None, :] >= keep] = c.pad_id
-        return x.to(device)
-    return ids(c.src_vocab_size, length), ids(c.tgt_vocab_size, length + 1)
+    """Source (B, length) and target (B, length + 1) ids as in ``train_throughput.py``, each
+    row keeping between ``shortest`` x the length and all of it."""
+    src, tgt = make_batch(c, batch, length + 1, device, gen, shortest)
+    return src[:, :length], tgt
 
 
 def step_table(name: str, overrides: dict, batch: int, length: int, args,

@@ -72,11 +72,14 @@ class TorchTransformer(nn.Module):
 
 
 def make_batch(c: TransformerConfig, batch: int, length: int, device: torch.device,
-               gen: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Random ids with padding: each row keeps between 3/4 of ``length`` and all of it."""
+               gen: torch.Generator, shortest: float = 0.75
+               ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Random ids with padding: each row keeps between ``shortest`` x ``length`` tokens and
+    all of them (the first row all of them)."""
     def ids(vocab: int) -> torch.Tensor:
         x = torch.randint(1, vocab, (batch, length), generator=gen)
-        keep = torch.randint(3 * length // 4, length + 1, (batch, 1), generator=gen)
+        keep = torch.randint(max(1, int(shortest * length)), length + 1, (batch, 1),
+                             generator=gen)
         x[torch.arange(length)[None, :] >= keep] = c.pad_id
         x[0] = torch.randint(1, vocab, (length,), generator=gen)           # one full row
         return x.to(device)
