@@ -47,13 +47,10 @@ def packed_attention(attn: MultiHeadAttention, x: Tensor, rows: Tensor, B: int, 
     padded layout (zeros at padded positions, which the mask hides as keys) for the
     attention kernel, and the output is gathered back to the real rows: (n, D).
     """
-    D, h = attn.d_model, attn.h
+    D, heads = attn.d_model, attn._split_heads                       # (B, L, D) -> (B, H, L, d_k)
 
     def padded(t: Tensor, idx: Tensor, length: int) -> Tensor:      # (n, k D) -> (B, length, k D)
         return t.new_zeros(B * length, t.shape[1]).index_copy(0, idx, t).view(B, length, -1)
-
-    def heads(t: Tensor) -> Tensor:                                   # (B, L, D) -> (B, H, L, d_k)
-        return t.unflatten(-1, (h, D // h)).transpose(1, 2)
 
     if memory is None:
         q, k, v = padded(attn.in_proj(x), rows, T).split(D, dim=-1)
@@ -163,11 +160,11 @@ def trainer_table(args) -> str:
     src_tok = CharTokenizer.train(s for s, _ in pairs)
     tgt_tok = CharTokenizer.train(t for _, t in pairs)
     examples = encode_pairs(pairs, src_tok, tgt_tok)
+    order = list(range(len(examples)))
+    random.Random(args.seed).shuffle(order)
     rows = []
     for max_tokens in (1000, 2000, 4096):
         sorted_batches = token_batches(examples, max_tokens, seed=args.seed)
-        order = list(range(len(examples)))
-        random.Random(args.seed).shuffle(order)
         random_batches, start = [], 0
         for b in sorted_batches:                              # the same batch sizes
             random_batches.append(pad_examples(examples, order[start:start + len(b)]))
