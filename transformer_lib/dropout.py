@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import cpu_kernels
+
 RESOLUTION = 2 ** 16        # the CPU mask rounds p to a multiple of 1 / 2^16
 
 
@@ -50,20 +52,23 @@ class Dropout(nn.Dropout):
     Each element is kept with probability 1 - p and scaled by 1 / (1 - p). On the CPU the
     mask comes from :func:`keep_mask` (p rounded to a multiple of 2^-16: 0.1 becomes
     0.100006), about twice as fast per core as ``nn.Dropout``'s ``bernoulli_`` draw.
-    Other devices use ``F.dropout``.
+    Other devices use ``F.dropout``. With :func:`transformer_lib.cpu_kernels.use_compiled_dropout`
+    turned on, CPU masks come from a compiled kernel instead (opt-in, faster).
 
     Shape: any -> the same.
     """
 
     def _cpu_mask(self, x: torch.Tensor) -> bool:
         return self.training and 0.0 < self.p < 1.0 and not self.inplace \
-            and x.device.type == "cpu"
+            and x.device.type == "cpu" and x.is_floating_point()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
         if not self._cpu_mask(x):
             return F.dropout(x, self.p, self.training, self.inplace)
+        if cpu_kernels.enabled():
+            return cpu_kernels.dropout(x, self.p)
         return x * keep_mask(x.shape, self.p, x.dtype)
 
     def of_relu(self, x: torch.Tensor) -> torch.Tensor:
@@ -75,4 +80,6 @@ class Dropout(nn.Dropout):
         """
         if not self._cpu_mask(x):
             return self(torch.relu(x))
+        if cpu_kernels.enabled():
+            return cpu_kernels.relu_dropout(x, self.p)
         return _ReluDropout.apply(x, self.p)

@@ -1,0 +1,206 @@
+"""The compiled CPU dropout (transformer_lib.cpu_kernels): the mask's law, its generator,
+forward/backward agreement, and the switch. Builds the kernel once (~30 s, then cached)."""
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lib import Transformer, TransformerConfig, cpu_kernels
+from transformer_lib import train as train_cli
+from transformer_lib.cpu_kernels import use_compiled_dropout
+from transformer_lib.dropout import Dropout, keep_mask
+
+MASK64 = 2 ** 64 - 1
+
+pytestmark = pytest.mark.skipif(shutil.which("c++") is None,
+                                reason="no C++ compiler: the compiled kernel cannot be built")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels():
+    return cpu_kernels.load()                       # a failed build fails every test here
+
+
+def splitmix64_mask(key: int, n: int, p: float) -> torch.Tensor:
+    """The documented mask, in plain Python: 16-bit slices of SplitMix64 started at key."""
+    keep = []
+    for i in range(n):
+        z = (key + (i // 4 + 1) * 0x9E3779B97F4A7C15) & MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        z ^= z >> 31
+        keep.append((z >> (16 * (i % 4))) & 0xFFFF >= round(p * 2 ** 16))
+    return torch.tensor(keep)
+
+
+def test_the_mask_is_splitmix64_keyed_by_one_draw_of_torchs_generator():
+    torch.manual_seed(7)
+    key = int(torch.empty((), dtype=torch.int64).random_())
+    torch.manual_seed(7)
+    y = cpu_kernels.dropout(torch.ones(1001), 0.3)          # 1001: a last word half used
+    assert torch.equal(y != 0, splitmix64_mask(key, 1001, 0.3))
+
+
+def test_keeps_with_probability_one_minus_p_rescales_and_favours_no_position():
+    x = torch.full((2000, 500), 3.0, requires_grad=True)
+    y = cpu_kernels.dropout(x, 0.1)
+    kept = y != 0
+    rate = round(0.1 * 2 ** 16) / 2 ** 16
+    sd = math.sqrt(rate * (1 - rate) / x.numel())
+    assert abs(1 - kept.float().mean().item() - rate) < 6 * sd
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 3.0 / 0.9))
+    per_column = kept.float().mean(dim=0)
+    assert per_column.min() > 0.85 and per_column.max() < 0.95
+    # the four slices of one 64-bit word, and neighbouring words, are independent
+    pairs = (kept[:, :-1] & kept[:, 1:]).float().mean().item()
+    assert abs(pairs - (1 - rate) ** 2) < 3e-3
+
+
+def test_backward_makes_the_same_mask_again():
+    x = torch.ones(300, 70, requires_grad=True)
+    y = cpu_kernels.dropout(x, 0.4)
+    g = torch.randn_like(y)
+    y.backward(g)
+    torch.testing.assert_close(x.grad, g * y.detach(), rtol=0, atol=0)   # y is the mask here
+
+
+def test_gradcheck_in_float64():
+    x = torch.randn(6, 9, dtype=torch.float64, requires_grad=True)
+
+    def seeded(t):
+        torch.manual_seed(11)                          # the same mask at every evaluation
+        return cpu_kernels.dropout(t, 0.25)
+    assert torch.autograd.gradcheck(seeded, (x,))
+
+
+def test_follows_the_seed_draws_fresh_masks_and_ignores_the_thread_count():
+    x = torch.ones(64, 48, 256)
+    threads = torch.get_num_threads()
+    try:
+        masks = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            torch.manual_seed(3)
+            masks.append(cpu_kernels.dropout(x, 0.1))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(masks[0], masks[1])
+    assert not torch.equal(cpu_kernels.dropout(x, 0.1), cpu_kernels.dropout(x, 0.1))
+
+
+def test_relu_dropout_is_relu_of_dropout_with_the_same_mask_and_gradient():
+    x = torch.randn(40, 33, requires_grad=True)
+    torch.manual_seed(5)
+    fast = cpu_kernels.relu_dropout(x, 0.3)
+    x2 = x.detach().clone().requires_grad_()
+    torch.manual_seed(5)
+    slow = torch.relu(cpu_kernels.dropout(x2, 0.3))
+    torch.testing.assert_close(fast, slow, rtol=0, atol=0)
+    assert len(fast.grad_fn.saved_tensors) == 1               # the output, no mask
+    g = torch.randn_like(fast)
+    fast.backward(g)
+    slow.backward(g)
+    torch.testing.assert_close(x.grad, x2.grad, rtol=0, atol=0)
+
+
+def test_low_precision_and_strided_inputs():
+    x = torch.randn(16, 24)
+    low = x.to(torch.bfloat16)
+    torch.manual_seed(2)
+    y = cpu_kernels.dropout(low, 0.2)
+    torch.manual_seed(2)
+    ref = cpu_kernels.dropout(low.float(), 0.2)            # computed in float32, rounded once
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), ref.to(torch.bfloat16).float(), rtol=0, atol=0)
+    torch.manual_seed(2)
+    strided = cpu_kernels.dropout(x.t(), 0.2)                # element order of the shape
+    torch.manual_seed(2)
+    torch.testing.assert_close(strided, cpu_kernels.dropout(x.t().contiguous(), 0.2))
+
+
+def test_extreme_rates_and_a_bad_threshold(kernels):
+    x = torch.ones(10_000)
+    assert torch.count_nonzero(cpu_kernels.dropout(x, 1 - 2 ** -18)) == 0    # rounds to p = 1
+    torch.testing.assert_close(cpu_kernels.dropout(x, 2 ** -18), x / (1 - 2 ** -18))  # p -> 0
+    with pytest.raises(RuntimeError, match="threshold"):
+        kernels.dropout(x, 70_000, 1.0, 0)
+
+
+def test_dropout_module_uses_it_only_when_switched_on():
+    x = torch.randn(8, 20, 64)
+    drop = Dropout(0.1).train()
+    assert not cpu_kernels.enabled()
+    with use_compiled_dropout():
+        assert cpu_kernels.enabled()
+        torch.manual_seed(4)
+        on, on_relu = drop(x), drop.of_relu(x)
+        assert drop.eval()(x) is x                       # evaluation: no dropout at all
+        drop.train()
+    assert not cpu_kernels.enabled()
+    torch.manual_seed(4)
+    assert torch.equal(on, cpu_kernels.dropout(x, 0.1))
+    assert torch.equal(on_relu, cpu_kernels.relu_dropout(x, 0.1))
+    torch.manual_seed(4)
+    off = drop(x)
+    torch.manual_seed(4)
+    assert torch.equal(off, x * keep_mask(x.shape, 0.1))            # off again: the usual mask
+
+
+def test_a_model_trains_with_it():
+    torch.manual_seed(0)
+    c = TransformerConfig.tiny(20, d_model=32, d_ff=64, N=1)
+    model = Transformer(c).train()
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    src = torch.randint(3, 20, (16, 10))
+    losses = []
+    with use_compiled_dropout():
+        for _ in range(60):
+            logits = model(src, src[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), src[:, 1:].flatten())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    assert all(math.isfinite(v) for v in losses)
+    assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+
+
+def test_switching_on_without_a_compiler_fails_at_once_and_stays_off(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_module", None)
+    monkeypatch.delenv("CXX", raising=False)
+    real_which = shutil.which
+    monkeypatch.setattr(cpu_kernels.shutil, "which",
+                        lambda name: None if name == "c++" else real_which(name))
+    with pytest.raises(RuntimeError, match="C\\+\\+ compiler"):
+        use_compiled_dropout(True)
+    assert not cpu_kernels.enabled()
+    with pytest.raises(TypeError, match="enable"):
+        use_compiled_dropout("yes")
+
+
+def test_cli_trains_with_it(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "transformer_lib.train", "--task", "dates", "--n-train", "200",
+         "--n-valid", "10", "--d-model", "32", "--d-ff", "64", "--max-tokens", "400",
+         "--steps", "3", "--no-progress", "--threads", "1", "--compiled-dropout",
+         "--out", str(tmp_path / "run")],
+        cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "trained steps 1-3" in proc.stdout
+
+
+def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_module", None)
+    monkeypatch.setattr(cpu_kernels.shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "ninja", None)          # `import ninja` fails too
+    with pytest.raises(SystemExit) as exit_info:
+        train_cli.main(["--task", "dates", "--compiled-dropout", "--out", str(tmp_path / "x")])
+    assert exit_info.value.code == 2
+    assert "--compiled-dropout" in capsys.readouterr().err
+    assert not cpu_kernels.enabled()
+

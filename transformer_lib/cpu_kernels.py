@@ -1,0 +1,234 @@
+"""Compiled CPU dropout (opt-in): the random mask made and applied in one parallel pass.
+
+Eager PyTorch builds a dropout mask in several passes over memory, and its CPU random
+generator runs on one thread while the others wait (see ``benchmarks/README.md``). The
+small C++ kernel below does it all in one pass, on every thread: element ``i`` is kept when
+a 16-bit slice of a counter-based random number is at least ``round(p * 2^16)``, so the
+mask depends only on a key and on ``i``. The backward pass makes the same mask again from
+the key instead of storing it.
+
+The random numbers are SplitMix64's (Steele, Lea & Flood, 2014): the ``w``-th output of the
+generator started at ``key`` is ``mix(key + (w + 1) * 0x9E3779B97F4A7C15)``, and one 64-bit
+output gives four elements their 16 bits, like :func:`transformer_lib.dropout.keep_mask`.
+Each call draws its key from PyTorch's default generator, so ``torch.manual_seed`` still
+makes a run repeatable, and the mask is the same whatever the number of threads.
+
+It is **off by default**: it needs a C++ compiler (the kernel is built with
+``torch.utils.cpp_extension`` on first use, ~30 s, then cached), and its masks are other
+random draws than the pure-PyTorch ones, so a run with it gives other (equally valid)
+numbers than the notebooks show. Turn it on for long CPU training::
+
+    from transformer_lib.cpu_kernels import use_compiled_dropout
+    use_compiled_dropout(True)          # or: with use_compiled_dropout(): ...
+
+or ``python -m transformer_lib.train --compiled-dropout ...``. Only CPU tensors in
+training mode take it; every other case keeps :class:`transformer_lib.dropout.Dropout`'s
+usual path.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+from types import ModuleType
+from typing import Optional
+
+import torch
+
+BITS = 16                      # each element's random number: a 16-bit slice, as in keep_mask
+
+SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+
+namespace {
+
+constexpr int64_t kBlock = 1024;              // elements per block: 256 random 64-bit words
+
+// The w-th, w-th + 1, ... outputs of SplitMix64 started at `key`.
+void random_words(uint64_t* words, uint64_t key, uint64_t first, int64_t count) {
+  for (int64_t j = 0; j < count; ++j) {
+    uint64_t z = key + (first + j + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    words[j] = z ^ (z >> 31);
+  }
+}
+
+// out[i] = x[i] * scale where element i is kept, else 0; with_relu: max(that, 0).
+template <typename T, bool with_relu>
+void masked(const T* x_ptr, T* out_ptr, int64_t n_elements, uint32_t threshold_arg,
+            float scale_arg, uint64_t key_arg) {
+  using acc_t = at::opmath_type<T>;
+  at::parallel_for(0, (n_elements + kBlock - 1) / kBlock, 16, [=](int64_t begin, int64_t end) {
+    // Local copies, so the compiler knows the stores to `out` change none of them and
+    // vectorises the loops.
+    const T* __restrict__ x = x_ptr;
+    T* __restrict__ out = out_ptr;
+    const int64_t n = n_elements;
+    const uint32_t threshold = threshold_arg;
+    const acc_t scale = static_cast<acc_t>(scale_arg);
+    const uint64_t key = key_arg;
+    alignas(64) uint64_t words[kBlock / 4];
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(words);  // 4 per word
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t start = block * kBlock;
+      const int64_t len = std::min(kBlock, n - start);
+      random_words(words, key, static_cast<uint64_t>(start / 4), (len + 3) / 4);
+      for (int64_t k = 0; k < len; ++k) {
+        acc_t v = bits[k] >= threshold ? static_cast<acc_t>(x[start + k]) * scale : acc_t(0);
+        if (with_relu) v = std::max(v, acc_t(0));
+        out[start + k] = static_cast<T>(v);
+      }
+    }
+  });
+}
+
+template <bool with_relu>
+torch::Tensor run(const torch::Tensor& input, int64_t threshold, double scale, int64_t key) {
+  TORCH_CHECK(input.device().is_cpu(), "compiled dropout: expected a CPU tensor, got ",
+              input.device());
+  TORCH_CHECK(threshold >= 0 && threshold <= 65536,
+              "compiled dropout: threshold must be in [0, 65536], got ", threshold);
+  const torch::Tensor x = input.contiguous();
+  torch::Tensor out = torch::empty_like(x, at::MemoryFormat::Contiguous);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "dropout", [&] {
+    masked<scalar_t, with_relu>(x.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                                x.numel(), static_cast<uint32_t>(threshold),
+                                static_cast<float>(scale), static_cast<uint64_t>(key));
+  });
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor dropout(const torch::Tensor& x, int64_t threshold, double scale, int64_t key) {
+  return run<false>(x, threshold, scale, key);
+}
+
+torch::Tensor relu_dropout(const torch::Tensor& x, int64_t threshold, double scale,
+                           int64_t key) {
+  return run<true>(x, threshold, scale, key);
+}
+"""
+
+_enabled = False
+_module: Optional[ModuleType] = None
+
+
+def _build_name() -> str:
+    """One build per source, PyTorch version and CPU: the kernel is compiled for this CPU
+    (``-march=native``), so a cache shared between machines must not mix them up."""
+    cpu = platform.machine() + platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu += next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    digest = hashlib.sha1(f"{SOURCE}{torch.__version__}{cpu}".encode()).hexdigest()[:12]
+    return f"transformer_lib_dropout_{digest}"
+
+
+def load() -> ModuleType:
+    """The compiled kernels, built on first use (~30 s) and cached by PyTorch.
+
+    Raises:
+        RuntimeError: naming what is missing (a C++ compiler, ninja) or why the build failed.
+    """
+    global _module
+    if _module is not None:
+        return _module
+    if shutil.which("ninja") is None:
+        try:                                    # the `ninja` package from PyPI
+            import ninja
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+        except ImportError:
+            raise RuntimeError("compiled dropout needs the ninja build tool: "
+                               "pip install ninja") from None
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        raise RuntimeError("compiled dropout needs a C++ compiler (c++, or the one named by "
+                           "$CXX); install one, or leave compiled dropout off")
+    from torch.utils.cpp_extension import load_inline
+    try:
+        _module = load_inline(_build_name(), cpp_sources=SOURCE,
+                              functions=["dropout", "relu_dropout"],
+                              extra_cflags=["-O3", "-march=native", "-fopenmp"])
+    except Exception as e:                      # compiler errors come as RuntimeError/OSError
+        raise RuntimeError(f"building the compiled dropout kernel failed ({e.__class__.__name__})"
+                           f"; leave compiled dropout off. Details:\n{e}") from e
+    return _module
+
+
+def enabled() -> bool:
+    """Whether :class:`transformer_lib.dropout.Dropout` uses the compiled kernel on the CPU."""
+    return _enabled
+
+
+class use_compiled_dropout:
+    """Turn the compiled CPU dropout on (or off), for good or, as a context manager, for a
+    ``with`` block. Turning it on builds the kernel now, so a missing compiler is reported
+    here and not in the middle of training.
+
+    >>> use_compiled_dropout(True)                       # doctest: +SKIP
+    >>> with use_compiled_dropout(False): ...            # doctest: +SKIP
+    """
+
+    def __init__(self, enable: bool = True):
+        if not isinstance(enable, bool):
+            raise TypeError(f"enable must be True or False, got {enable!r}")
+        global _enabled
+        if enable:
+            load()
+        self.previous, _enabled = _enabled, enable
+
+    def __enter__(self) -> "use_compiled_dropout":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _enabled
+        _enabled = self.previous
+
+
+def _arguments(p: float) -> tuple:
+    """(threshold, scale, key) for one call: a fresh key from PyTorch's default generator."""
+    key = int(torch.empty((), dtype=torch.int64).random_())
+    return round(p * 2 ** BITS), 1.0 / (1.0 - p), key
+
+
+class _Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        ctx.arguments = _arguments(p)
+        return load().dropout(x, *ctx.arguments)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return load().dropout(grad, *ctx.arguments), None      # the same mask, made again
+
+
+class _ReluDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        threshold, scale, key = _arguments(p)
+        y = load().relu_dropout(x, threshold, scale, key)
+        ctx.save_for_backward(y)
+        ctx.scale = scale
+        return y
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        y, = ctx.saved_tensors                 # as in dropout._ReluDropout: y alone suffices
+        return torch.ops.aten.threshold_backward(grad, y, 0.0).mul_(ctx.scale), None
+
+
+def dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout of a CPU tensor with the compiled kernel (p rounded to a multiple of 2^-16)."""
+    return _Dropout.apply(x, p)
+
+
+def relu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout(ReLU(x)) of a CPU tensor with the compiled kernel, in one pass."""
+    return _ReluDropout.apply(x, p)
