@@ -8,6 +8,10 @@ for PyTorch's default). Dropout is 0.1 on sub-layer outputs, embeddings and the 
 layer in both, and 0 on attention weights in both (the paper has none there; ``nn.Transformer``
 would put its single ``dropout`` there too, so it is switched off in its attention modules).
 
+A third row, "+ compiled dropout", is ``transformer_lib`` with its opt-in compiled CPU dropout
+kernel (``transformer_lib.cpu_kernels``; needs a C++ compiler, built on first use, ~30 s;
+``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be built).
+
 Also reports model FLOP utilisation (MFU): matmul FLOPs of a step, counted analytically,
 per second, against the matmul peak measured by this script on this machine and dtype.
 
@@ -26,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import common
-from transformer_lib import Transformer, TransformerConfig
+from transformer_lib import Transformer, TransformerConfig, cpu_kernels
 from transformer_lib.embedding import TokenEmbedding
 from transformer_lib.masks import causal_mask
 from transformer_lib.positional import PositionalEncoding
@@ -124,6 +128,26 @@ def train_step_fn(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id
     return step
 
 
+def with_compiled_dropout(step: Callable[[], None]) -> Callable[[], None]:
+    """The same step with transformer_lib's compiled CPU dropout switched on around it."""
+    def run() -> None:
+        with cpu_kernels.use_compiled_dropout(True):
+            step()
+    return run
+
+
+def compiled_dropout_available(args, device: torch.device) -> bool:
+    """Whether to add the "+ compiled dropout" row (built here, once, if needed)."""
+    if not args.compiled_dropout or device.type != "cpu":
+        return False
+    try:
+        cpu_kernels.load()
+    except RuntimeError as e:
+        print(f"# compiled dropout left out: {str(e).splitlines()[0]}")
+        return False
+    return True
+
+
 def run_preset(name: str, overrides: dict, batch: int, length: int, args,
                device: torch.device, peaks: Dict[str, float]) -> list:
     c = TransformerConfig.tiny(args.vocab, P_drop=args.dropout, max_len=max(128, length + 1),
@@ -143,6 +167,11 @@ def run_preset(name: str, overrides: dict, batch: int, length: int, args,
             model = make(c).to(device).train()
             fns[label] = train_step_fn(model, src, tgt, c.pad_id, autocast, device,
                                        args.fused_adam)
+        if args.with_compiled_dropout:
+            torch.manual_seed(args.seed)
+            model = Transformer(c).to(device).train()
+            fns["+ compiled dropout"] = with_compiled_dropout(train_step_fn(
+                model, src, tgt, c.pad_id, autocast, device, args.fused_adam))
         if args.compile:
             torch.manual_seed(args.seed)
             model = Transformer(c).to(device).train()
@@ -177,8 +206,12 @@ def main() -> None:
     p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
                    help="Adam(fused=True) for every model, as transformer_lib's trainer uses "
                         "(default); --no-fused-adam: PyTorch's default Adam for every model")
+    p.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time transformer_lib with its compiled CPU dropout kernel "
+                        "(default, where a C++ compiler can build it)")
     args = p.parse_args()
     device = common.setup(args)
+    args.with_compiled_dropout = compiled_dropout_available(args, device)
     presets = QUICK if args.quick else {k: PRESETS[k] for k in args.presets}
     args.reps = args.reps or (1 if args.quick else 7)
     args.warmup = 1 if args.quick else args.warmup
