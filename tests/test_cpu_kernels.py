@@ -12,7 +12,7 @@ import torch
 from transformer_lib import Transformer, TransformerConfig, cpu_kernels
 from transformer_lib import train as train_cli
 from transformer_lib.cpu_kernels import use_compiled_dropout
-from transformer_lib.dropout import Dropout, keep_mask
+from transformer_lib.dropout import Dropout, compiled_dropout, compiled_relu_dropout, keep_mask
 
 MASK64 = 2 ** 64 - 1
 
@@ -41,13 +41,13 @@ def test_the_mask_is_splitmix64_keyed_by_one_draw_of_torchs_generator():
     torch.manual_seed(7)
     key = int(torch.empty((), dtype=torch.int64).random_())
     torch.manual_seed(7)
-    y = cpu_kernels.dropout(torch.ones(1001), 0.3)          # 1001: a last word half used
+    y = compiled_dropout(torch.ones(1001), 0.3)          # 1001: a last word half used
     assert torch.equal(y != 0, splitmix64_mask(key, 1001, 0.3))
 
 
 def test_keeps_with_probability_one_minus_p_rescales_and_favours_no_position():
     x = torch.full((2000, 500), 3.0, requires_grad=True)
-    y = cpu_kernels.dropout(x, 0.1)
+    y = compiled_dropout(x, 0.1)
     kept = y != 0
     rate = round(0.1 * 2 ** 16) / 2 ** 16
     sd = math.sqrt(rate * (1 - rate) / x.numel())
@@ -62,7 +62,7 @@ def test_keeps_with_probability_one_minus_p_rescales_and_favours_no_position():
 
 def test_backward_makes_the_same_mask_again():
     x = torch.ones(300, 70, requires_grad=True)
-    y = cpu_kernels.dropout(x, 0.4)
+    y = compiled_dropout(x, 0.4)
     g = torch.randn_like(y)
     y.backward(g)
     torch.testing.assert_close(x.grad, g * y.detach(), rtol=0, atol=0)   # y is the mask here
@@ -73,7 +73,7 @@ def test_gradcheck_in_float64():
 
     def seeded(t):
         torch.manual_seed(11)                          # the same mask at every evaluation
-        return cpu_kernels.dropout(t, 0.25)
+        return compiled_dropout(t, 0.25)
     assert torch.autograd.gradcheck(seeded, (x,))
 
 
@@ -85,20 +85,20 @@ def test_follows_the_seed_draws_fresh_masks_and_ignores_the_thread_count():
         for n in (1, 2):
             torch.set_num_threads(n)
             torch.manual_seed(3)
-            masks.append(cpu_kernels.dropout(x, 0.1))
+            masks.append(compiled_dropout(x, 0.1))
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(masks[0], masks[1])
-    assert not torch.equal(cpu_kernels.dropout(x, 0.1), cpu_kernels.dropout(x, 0.1))
+    assert not torch.equal(compiled_dropout(x, 0.1), compiled_dropout(x, 0.1))
 
 
 def test_relu_dropout_is_relu_of_dropout_with_the_same_mask_and_gradient():
     x = torch.randn(40, 33, requires_grad=True)
     torch.manual_seed(5)
-    fast = cpu_kernels.relu_dropout(x, 0.3)
+    fast = compiled_relu_dropout(x, 0.3)
     x2 = x.detach().clone().requires_grad_()
     torch.manual_seed(5)
-    slow = torch.relu(cpu_kernels.dropout(x2, 0.3))
+    slow = torch.relu(compiled_dropout(x2, 0.3))
     torch.testing.assert_close(fast, slow, rtol=0, atol=0)
     assert len(fast.grad_fn.saved_tensors) == 1               # the output, no mask
     g = torch.randn_like(fast)
@@ -111,21 +111,21 @@ def test_low_precision_and_strided_inputs():
     x = torch.randn(16, 24)
     low = x.to(torch.bfloat16)
     torch.manual_seed(2)
-    y = cpu_kernels.dropout(low, 0.2)
+    y = compiled_dropout(low, 0.2)
     torch.manual_seed(2)
-    ref = cpu_kernels.dropout(low.float(), 0.2)            # computed in float32, rounded once
+    ref = compiled_dropout(low.float(), 0.2)            # computed in float32, rounded once
     assert y.dtype == torch.bfloat16
     torch.testing.assert_close(y.float(), ref.to(torch.bfloat16).float(), rtol=0, atol=0)
     torch.manual_seed(2)
-    strided = cpu_kernels.dropout(x.t(), 0.2)                # element order of the shape
+    strided = compiled_dropout(x.t(), 0.2)                # element order of the shape
     torch.manual_seed(2)
-    torch.testing.assert_close(strided, cpu_kernels.dropout(x.t().contiguous(), 0.2))
+    torch.testing.assert_close(strided, compiled_dropout(x.t().contiguous(), 0.2))
 
 
 def test_extreme_rates_and_a_bad_threshold(kernels):
     x = torch.ones(10_000)
-    assert torch.count_nonzero(cpu_kernels.dropout(x, 1 - 2 ** -18)) == 0    # rounds to p = 1
-    torch.testing.assert_close(cpu_kernels.dropout(x, 2 ** -18), x / (1 - 2 ** -18))  # p -> 0
+    assert torch.count_nonzero(compiled_dropout(x, 1 - 2 ** -18)) == 0    # rounds to p = 1
+    torch.testing.assert_close(compiled_dropout(x, 2 ** -18), x / (1 - 2 ** -18))  # p -> 0
     with pytest.raises(RuntimeError, match="threshold"):
         kernels.dropout(x, 70_000, 1.0, 0)
 
@@ -142,8 +142,8 @@ def test_dropout_module_uses_it_only_when_switched_on():
         drop.train()
     assert not cpu_kernels.enabled()
     torch.manual_seed(4)
-    assert torch.equal(on, cpu_kernels.dropout(x, 0.1))
-    assert torch.equal(on_relu, cpu_kernels.relu_dropout(x, 0.1))
+    assert torch.equal(on, compiled_dropout(x, 0.1))
+    assert torch.equal(on_relu, compiled_relu_dropout(x, 0.1))
     torch.manual_seed(4)
     off = drop(x)
     torch.manual_seed(4)

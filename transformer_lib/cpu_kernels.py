@@ -23,7 +23,9 @@ numbers than the notebooks show. Turn it on for long CPU training::
 
 or ``python -m transformer_lib.train --compiled-dropout ...``. Only CPU tensors in
 training mode take it; every other case keeps :class:`transformer_lib.dropout.Dropout`'s
-usual path.
+usual path. This module builds and loads the kernel and holds the switch; the autograd
+functions around it are in :mod:`transformer_lib.dropout` (``compiled_dropout``,
+``compiled_relu_dropout``).
 """
 from __future__ import annotations
 
@@ -35,8 +37,6 @@ from types import ModuleType
 from typing import Optional
 
 import torch
-
-BITS = 16                      # each element's random number: a 16-bit slice, as in keep_mask
 
 SOURCE = r"""
 #include <torch/extension.h>
@@ -190,45 +190,3 @@ class use_compiled_dropout:
     def __exit__(self, *exc) -> None:
         global _enabled
         _enabled = self.previous
-
-
-def _arguments(p: float) -> tuple:
-    """(threshold, scale, key) for one call: a fresh key from PyTorch's default generator."""
-    key = int(torch.empty((), dtype=torch.int64).random_())
-    return round(p * 2 ** BITS), 1.0 / (1.0 - p), key
-
-
-class _Dropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
-        ctx.arguments = _arguments(p)
-        return load().dropout(x, *ctx.arguments)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return load().dropout(grad, *ctx.arguments), None      # the same mask, made again
-
-
-class _ReluDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
-        threshold, scale, key = _arguments(p)
-        y = load().relu_dropout(x, threshold, scale, key)
-        ctx.save_for_backward(y)
-        ctx.scale = scale
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        y, = ctx.saved_tensors                 # as in dropout._ReluDropout: y alone suffices
-        return torch.ops.aten.threshold_backward(grad, y, 0.0).mul_(ctx.scale), None
-
-
-def dropout(x: torch.Tensor, p: float) -> torch.Tensor:
-    """Dropout of a CPU tensor with the compiled kernel (p rounded to a multiple of 2^-16)."""
-    return _Dropout.apply(x, p)
-
-
-def relu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
-    """Dropout(ReLU(x)) of a CPU tensor with the compiled kernel, in one pass."""
-    return _ReluDropout.apply(x, p)

@@ -46,6 +46,48 @@ class _ReluDropout(torch.autograd.Function):
         return torch.ops.aten.threshold_backward(grad, y, 0.0).mul_(ctx.scale), None
 
 
+def _compiled_arguments(p: float) -> tuple:
+    """(threshold, scale, key) of one compiled-kernel call; the key is drawn from PyTorch's
+    default generator, so ``torch.manual_seed`` fixes the mask."""
+    key = int(torch.empty((), dtype=torch.int64).random_())
+    return round(p * RESOLUTION), 1.0 / (1.0 - p), key
+
+
+class _CompiledDropout(torch.autograd.Function):
+    """x * mask in one pass of the compiled kernel; backward makes the same mask again."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
+        ctx.arguments = _compiled_arguments(p)
+        return cpu_kernels.load().dropout(x, *ctx.arguments)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return cpu_kernels.load().dropout(grad, *ctx.arguments), None    # same key, same mask
+
+
+class _CompiledReluDropout(_ReluDropout):
+    """ReLU(h * mask) in one pass of the compiled kernel; backward as :class:`_ReluDropout`."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, p: float) -> torch.Tensor:
+        threshold, scale, key = _compiled_arguments(p)
+        y = cpu_kernels.load().relu_dropout(h, threshold, scale, key)
+        ctx.save_for_backward(y)
+        ctx.scale = scale
+        return y
+
+
+def compiled_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout of a CPU tensor with the compiled kernel (:mod:`transformer_lib.cpu_kernels`)."""
+    return _CompiledDropout.apply(x, p)
+
+
+def compiled_relu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout(ReLU(x)) of a CPU tensor with the compiled kernel, in one pass."""
+    return _CompiledReluDropout.apply(x, p)
+
+
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (§5.4) with a cheaper random mask on the CPU.
 
@@ -68,7 +110,7 @@ class Dropout(nn.Dropout):
         if not self._cpu_mask(x):
             return F.dropout(x, self.p, self.training, self.inplace)
         if cpu_kernels.enabled():
-            return cpu_kernels.dropout(x, self.p)
+            return compiled_dropout(x, self.p)
         return x * keep_mask(x.shape, self.p, x.dtype)
 
     def of_relu(self, x: torch.Tensor) -> torch.Tensor:
@@ -81,5 +123,5 @@ class Dropout(nn.Dropout):
         if not self._cpu_mask(x):
             return self(torch.relu(x))
         if cpu_kernels.enabled():
-            return cpu_kernels.relu_dropout(x, self.p)
+            return compiled_relu_dropout(x, self.p)
         return _ReluDropout.apply(x, self.p)
