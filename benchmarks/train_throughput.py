@@ -12,6 +12,11 @@ A third row, "+ compiled dropout", is ``transformer_lib`` with its opt-in compil
 kernel (``transformer_lib.cpu_kernels``; needs a C++ compiler, built on first use, ~30 s;
 ``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be built).
 
+The process keeps freed memory (glibc's malloc told not to hand it back to the OS; see
+``common.keep_freed_memory``), so each model runs at its steady state: with the C library's
+defaults, how many pages a step faults in depends on what the other model left behind
+(``--no-keep-freed-memory`` measures that way).
+
 Also reports model FLOP utilisation (MFU): matmul FLOPs of a step, counted analytically,
 per second, against the matmul peak measured by this script on this machine and dtype.
 
@@ -209,8 +214,14 @@ def main() -> None:
     p.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction, default=True,
                    help="also time transformer_lib with its compiled CPU dropout kernel "
                         "(default, where a C++ compiler can build it)")
+    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                   help="glibc malloc keeps freed memory, so that no model's step pays for "
+                        "page faults the other's left behind (default); "
+                        "--no-keep-freed-memory: the C library's defaults")
     args = p.parse_args()
+    allocator = common.keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
+    print(f"# allocator: {allocator or 'the C library defaults'}")
     args.with_compiled_dropout = compiled_dropout_available(args, device)
     presets = QUICK if args.quick else {k: PRESETS[k] for k in args.presets}
     args.reps = args.reps or (1 if args.quick else 7)
