@@ -51,34 +51,6 @@ def setup(args: argparse.Namespace) -> torch.device:
     return device
 
 
-KEEP_FREED = 1 << 30             # bytes: glibc's trim and mmap thresholds under keep_freed_memory
-
-
-def keep_freed_memory() -> str:
-    """Make glibc's malloc keep freed memory for reuse instead of handing it back to the OS.
-
-    By default glibc hands memory back to the OS: large blocks come from fresh ``mmap``s,
-    and the top of the heap is returned once enough of it is free. A training step frees
-    most of its activations at its end, so the next step may touch new pages again, and on
-    this (virtual) machine each first touch of a 4 KiB page costs several microseconds. How many pages a
-    step faults in then depends on what ran before it in the process (see
-    ``benchmarks/README.md``), which would make one model's time depend on the other's.
-    Raising both thresholds to 1 GiB keeps every model at its steady state (the effect of
-    jemalloc or tcmalloc, or of ``GLIBC_TUNABLES=glibc.malloc.trim_threshold=...``).
-
-    Returns what was set, for the output, or "" where this is not glibc (nothing changed).
-    """
-    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
-        return ""
-    import ctypes
-    libc = ctypes.CDLL("libc.so.6")
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3                  # from <malloc.h>
-    if libc.mallopt(M_TRIM_THRESHOLD, KEEP_FREED) != 1 or \
-            libc.mallopt(M_MMAP_THRESHOLD, KEEP_FREED) != 1:
-        return ""
-    return "glibc malloc keeps freed memory (mallopt: trim and mmap thresholds 1 GiB)"
-
-
 def cpu_model() -> str:
     """The CPU's model name (lscpu), or platform.processor() as a fallback."""
     try:

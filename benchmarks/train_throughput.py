@@ -13,7 +13,7 @@ kernel (``transformer_lib.cpu_kernels``; needs a C++ compiler, built on first us
 ``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be built).
 
 The process keeps freed memory (glibc's malloc told not to hand it back to the OS; see
-``common.keep_freed_memory``), so each model runs at its steady state: with the C library's
+``transformer_lib.training.allocator``), so each model runs at its steady state: with the C library's
 defaults, how many pages a step faults in depends on what the other model left behind
 (``--no-keep-freed-memory`` measures that way).
 
@@ -39,6 +39,7 @@ from transformer_lib import Transformer, TransformerConfig, cpu_kernels
 from transformer_lib.embedding import TokenEmbedding
 from transformer_lib.masks import causal_mask
 from transformer_lib.positional import PositionalEncoding
+from transformer_lib.training.allocator import keep_freed_memory
 
 # name -> (config overrides, batch size, sequence length)
 PRESETS: Dict[str, Tuple[dict, int, int]] = {
@@ -219,7 +220,7 @@ def main() -> None:
                         "page faults the other's left behind (default); "
                         "--no-keep-freed-memory: the C library's defaults")
     args = p.parse_args()
-    allocator = common.keep_freed_memory() if args.keep_freed_memory else ""
+    allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
     print(f"# allocator: {allocator or 'the C library defaults'}")
     args.with_compiled_dropout = compiled_dropout_available(args, device)

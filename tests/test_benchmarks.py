@@ -87,33 +87,3 @@ def test_packed_forward_equals_the_model_where_it_counts(norm_first):
     for g, r in zip(got_grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-6)
 
-
-FAULT_PROBE = """
-import resource, sys, torch
-sys.path.insert(0, {bench!r})
-import common
-print(common.keep_freed_memory() if {keep} else "")
-sizes = [1536 * 1024, 1536 * 256, 1536 * 1000, 1536 * 768] * 4   # floats, like a step's
-for _ in range(4):                                                 # activations, freed at
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt    # the step's end
-    xs = [torch.ones(n) for n in sizes]
-    del xs
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux") or
-                    __import__("platform").libc_ver()[0] != "glibc", reason="glibc only")
-def test_keep_freed_memory_stops_repeated_page_faults():
-    """train_throughput's allocator setting: memory freed at a step's end is reused by the
-    next step without touching new pages (the C library's default hands much of it back)."""
-    runs = {}
-    for keep in (True, False):
-        out = subprocess.run([sys.executable, "-c", FAULT_PROBE.format(bench=str(BENCH),
-                                                                       keep=keep)],
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr[-2000:]
-        said, faults = out.stdout.splitlines()
-        runs[keep] = int(faults)
-        assert ("keeps freed memory" in said) == keep
-    assert runs[True] <= max(100, runs[False] // 10), runs

@@ -191,3 +191,11 @@ def test_bf16_autocast_trains_and_keeps_float32_weights():
     assert all(math.isfinite(x) for x in history["loss"])
     assert all(p.dtype == torch.float32 for p in trainer.model.parameters())
     assert trainer.device.type in ("cpu", "cuda")
+
+
+@pytest.mark.parametrize("flag,calls", [([], 1), (["--no-keep-freed-memory"], 0)])
+def test_cli_keeps_freed_memory_unless_told_not_to(tmp_path, monkeypatch, flag, calls):
+    made = []
+    monkeypatch.setattr(train_cli, "keep_freed_memory", lambda: made.append(1) or "")
+    train_cli.main([*CLI_ARGS, "--steps", "1", "--out", str(tmp_path / "r"), *flag])
+    assert len(made) == calls

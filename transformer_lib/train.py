@@ -30,6 +30,7 @@ import torch
 from .checks import non_negative_int, positive_int
 from .config import TransformerConfig
 from .model import Transformer
+from .training.allocator import keep_freed_memory
 from .training.checkpoint import load_checkpoint
 from .training.distributed import cleanup, init_distributed
 from .training.metrics import evaluate_translation
@@ -88,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--compiled-dropout", action="store_true",
                        help="CPU dropout masks from a compiled kernel (needs a C++ compiler; "
                             "built on first use, ~30 s; faster; see transformer_lib.cpu_kernels)")
+    train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
+                       default=True,
+                       help="Linux with glibc: malloc keeps what a step frees for the next step "
+                            "instead of handing it back to the OS (fewer page faults, ~5%% "
+                            "faster CPU steps; default). Results are the same either way")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=positive_int, help="torch.set_num_threads")
@@ -213,6 +219,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ckpt_path = check_args(parser, args)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.keep_freed_memory:
+        keep_freed_memory()
     if args.compiled_dropout:
         from .cpu_kernels import use_compiled_dropout
         try:
