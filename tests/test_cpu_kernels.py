@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import Transformer, TransformerConfig, cpu_kernels
+from transformer_lib import PositionwiseFeedForward, Transformer, TransformerConfig, cpu_kernels
 from transformer_lib import train as train_cli
 from transformer_lib.cpu_kernels import use_compiled_dropout
 from transformer_lib.dropout import Dropout, compiled_dropout, compiled_relu_dropout, keep_mask
@@ -128,6 +128,82 @@ def test_extreme_rates_and_a_bad_threshold(kernels):
     torch.testing.assert_close(compiled_dropout(x, 2 ** -18), x / (1 - 2 ** -18))  # p -> 0
     with pytest.raises(RuntimeError, match="threshold"):
         kernels.dropout(x, 70_000, 1.0, 0)
+
+
+def test_bias_relu_dropout_and_its_backward_work_in_place(kernels):
+    h, b = torch.randn(7, 300), torch.randn(300)       # rows cross the kernel's blocks
+    ref = kernels.relu_dropout(h + b, 13107, 1.25, 42)
+    out = h.clone()
+    assert kernels.bias_relu_dropout_(out, b, 13107, 1.25, 42) is out
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    g = torch.randn(7, 300)
+    grad = g.clone()
+    assert kernels.relu_dropout_backward_(grad, ref, 1.25) is grad
+    torch.testing.assert_close(grad, torch.where(ref > 0, g * 1.25, 0.0), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="bias_relu_dropout_"):
+        kernels.bias_relu_dropout_(h.clone(), torch.randn(299), 13107, 1.25, 42)
+    with pytest.raises(RuntimeError, match="relu_dropout_backward_"):
+        kernels.relu_dropout_backward_(g.t(), ref, 1.25)            # not contiguous
+
+
+def plain_feed_forward(ffn, x):
+    """The module's plain path, whatever the switch says."""
+    return ffn.w_2(ffn.dropout.of_relu(ffn.w_1(x)))
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_feed_forward_fast_path_equals_the_plain_one(layout):
+    """With the kernel on, the feed-forward layer runs as one function with a written-out
+    backward; same mask (same key) as the plain path, so the same output and gradients."""
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(24, 80, dropout=0.3).train()
+    x0 = torch.randn(3, 7, 24) if layout == "contiguous" else torch.randn(7, 3, 24).transpose(0, 1)
+    results, names = [], []
+    for forward in (lambda x: ffn(x), lambda x: plain_feed_forward(ffn, x)):
+        x = x0.clone().requires_grad_()
+        with use_compiled_dropout():
+            torch.manual_seed(5)
+            y = forward(x)
+        ffn.zero_grad()
+        y.backward(torch.linspace(-1, 1, y.numel()).view(y.shape))
+        results.append([y.detach(), x.grad] + [p.grad.clone() for p in ffn.parameters()])
+        names.append(y.grad_fn.name())
+    assert names[0] == "_CompiledFeedForwardBackward" != names[1]
+    assert not torch.allclose(results[0][0], ffn.eval()(x0))     # dropout was at work
+    for fast, plain in zip(*results):
+        torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
+
+
+def test_feed_forward_fast_path_in_bfloat16_and_with_frozen_weights():
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(16, 64, dropout=0.2).train().to(torch.bfloat16)
+    x = torch.randn(4, 5, 16, dtype=torch.bfloat16)
+    with use_compiled_dropout():
+        torch.manual_seed(1)
+        fast = ffn(x)
+        torch.manual_seed(1)
+        plain = plain_feed_forward(ffn, x)
+    assert fast.dtype == torch.bfloat16
+    torch.testing.assert_close(fast, plain, rtol=2e-2, atol=2e-2)   # roundings differ
+    ffn.w_1.requires_grad_(False)                   # only what is asked for is computed
+    x = x.float().requires_grad_()
+    ffn.float()
+    with use_compiled_dropout():
+        ffn(x).sum().backward()
+    assert ffn.w_1.weight.grad is None and ffn.w_2.weight.grad is not None
+    assert x.grad is not None
+
+
+def test_feed_forward_keeps_the_plain_path_under_autocast():
+    torch.manual_seed(0)
+    ffn = PositionwiseFeedForward(16, 64, dropout=0.2).train()
+    x = torch.randn(4, 5, 16)
+    with use_compiled_dropout(), torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.manual_seed(1)
+        got = ffn(x)
+        torch.manual_seed(1)
+        want = plain_feed_forward(ffn, x)
+    assert torch.equal(got, want) and got.grad_fn.name() == want.grad_fn.name()
 
 
 def test_dropout_module_uses_it_only_when_switched_on():

@@ -87,12 +87,49 @@ void masked(const T* x_ptr, T* out_ptr, int64_t n_elements, uint32_t threshold_a
   });
 }
 
+// In place: h[r, c] = ReLU((h[r, c] + bias[c]) * scale) where element r * cols + c is kept,
+// else 0 (the feed-forward layer's bias, ReLU and dropout in one pass). Row by row within a
+// block, so that the inner loop runs along the bias and vectorises.
+template <typename T>
+void bias_relu_masked(T* h_ptr, const T* bias_ptr, int64_t n_elements, int64_t cols,
+                      uint32_t threshold_arg, float scale_arg, uint64_t key_arg) {
+  using acc_t = at::opmath_type<T>;
+  at::parallel_for(0, (n_elements + kBlock - 1) / kBlock, 16, [=](int64_t begin, int64_t end) {
+    const int64_t n = n_elements;
+    const uint32_t threshold = threshold_arg;
+    const acc_t scale = static_cast<acc_t>(scale_arg);
+    alignas(64) uint64_t words[kBlock / 4];
+    const uint16_t* bits = reinterpret_cast<const uint16_t*>(words);
+    for (int64_t block = begin; block < end; ++block) {
+      const int64_t start = block * kBlock;
+      const int64_t len = std::min(kBlock, n - start);
+      random_words(words, key_arg, static_cast<uint64_t>(start / 4), (len + 3) / 4);
+      for (int64_t k = 0; k < len;) {
+        const int64_t col = (start + k) % cols;
+        const int64_t run_len = std::min(len - k, cols - col);      // to the end of the row
+        T* __restrict__ h = h_ptr + start + k;
+        const T* __restrict__ bias = bias_ptr + col;
+        const uint16_t* __restrict__ b = bits + k;
+        for (int64_t j = 0; j < run_len; ++j) {
+          const acc_t v = (static_cast<acc_t>(h[j]) + static_cast<acc_t>(bias[j])) * scale;
+          h[j] = static_cast<T>(b[j] >= threshold ? std::max(v, acc_t(0)) : acc_t(0));
+        }
+        k += run_len;
+      }
+    }
+  });
+}
+
+void check_threshold(int64_t threshold) {
+  TORCH_CHECK(threshold >= 0 && threshold <= 65536,
+              "compiled dropout: threshold must be in [0, 65536], got ", threshold);
+}
+
 template <bool with_relu>
 torch::Tensor run(const torch::Tensor& input, int64_t threshold, double scale, int64_t key) {
   TORCH_CHECK(input.device().is_cpu(), "compiled dropout: expected a CPU tensor, got ",
               input.device());
-  TORCH_CHECK(threshold >= 0 && threshold <= 65536,
-              "compiled dropout: threshold must be in [0, 65536], got ", threshold);
+  check_threshold(threshold);
   const torch::Tensor x = input.contiguous();
   torch::Tensor out = torch::empty_like(x, at::MemoryFormat::Contiguous);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, x.scalar_type(), "dropout", [&] {
@@ -112,6 +149,45 @@ torch::Tensor dropout(const torch::Tensor& x, int64_t threshold, double scale, i
 torch::Tensor relu_dropout(const torch::Tensor& x, int64_t threshold, double scale,
                            int64_t key) {
   return run<true>(x, threshold, scale, key);
+}
+
+// In place on h (rows x bias.numel(), contiguous): Dropout(ReLU(h + bias)); returns h.
+torch::Tensor bias_relu_dropout_(torch::Tensor h, const torch::Tensor& bias, int64_t threshold,
+                                 double scale, int64_t key) {
+  TORCH_CHECK(h.device().is_cpu() && h.is_contiguous() && bias.is_contiguous() &&
+              bias.dim() == 1 && h.size(-1) == bias.numel() && h.dtype() == bias.dtype(),
+              "bias_relu_dropout_: expected a contiguous CPU h of shape (..., n) and a bias of "
+              "shape (n,) in the same dtype, got ", h.sizes(), " and ", bias.sizes());
+  check_threshold(threshold);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, h.scalar_type(), "dropout", [&] {
+    bias_relu_masked<scalar_t>(h.data_ptr<scalar_t>(), bias.const_data_ptr<scalar_t>(),
+                               h.numel(), bias.numel(), static_cast<uint32_t>(threshold),
+                               static_cast<float>(scale), static_cast<uint64_t>(key));
+  });
+  return h;
+}
+
+// In place on grad: grad * scale where y > 0, else 0 (backward of a ReLU + dropout whose
+// output is y); returns grad.
+torch::Tensor relu_dropout_backward_(torch::Tensor grad, const torch::Tensor& y, double scale) {
+  TORCH_CHECK(grad.device().is_cpu() && grad.is_contiguous() && y.is_contiguous() &&
+              grad.sizes() == y.sizes() && grad.dtype() == y.dtype(),
+              "relu_dropout_backward_: expected contiguous CPU tensors of one shape and dtype");
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, grad.scalar_type(), "dropout", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    scalar_t* g_ptr = grad.data_ptr<scalar_t>();
+    const scalar_t* y_ptr = y.const_data_ptr<scalar_t>();
+    const acc_t s = static_cast<acc_t>(scale);
+    at::parallel_for(0, grad.numel(), 16384, [=](int64_t begin, int64_t end) {
+      scalar_t* __restrict__ g = g_ptr + begin;
+      const scalar_t* __restrict__ out = y_ptr + begin;
+      for (int64_t i = 0; i < end - begin; ++i) {
+        const acc_t v = static_cast<acc_t>(g[i]) * s;     // computed for every i: vectorises
+        g[i] = static_cast<scalar_t>(static_cast<acc_t>(out[i]) > acc_t(0) ? v : acc_t(0));
+      }
+    });
+  });
+  return grad;
 }
 """
 
@@ -154,7 +230,8 @@ def load() -> ModuleType:
     from torch.utils.cpp_extension import load_inline
     try:
         _module = load_inline(_build_name(), cpp_sources=SOURCE,
-                              functions=["dropout", "relu_dropout"],
+                              functions=["dropout", "relu_dropout", "bias_relu_dropout_",
+                                         "relu_dropout_backward_"],
                               extra_cflags=["-O3", "-march=native", "-fopenmp"])
     except Exception as e:                      # compiler errors come as RuntimeError/OSError
         raise RuntimeError(f"building the compiled dropout kernel failed ({e.__class__.__name__})"

@@ -104,6 +104,11 @@ class Dropout(nn.Dropout):
         return self.training and 0.0 < self.p < 1.0 and not self.inplace \
             and x.device.type == "cpu" and x.is_floating_point()
 
+    def compiled_for(self, x: torch.Tensor) -> bool:
+        """Whether the compiled kernel makes this layer's masks for ``x`` (switched on, CPU,
+        floating point, training, 0 < p < 1)."""
+        return cpu_kernels.enabled() and self._cpu_mask(x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
