@@ -7,6 +7,13 @@ a 16-bit slice of a counter-based random number is at least ``round(p * 2^16)``,
 mask depends only on a key and on ``i``. The backward pass makes the same mask again from
 the key instead of storing it.
 
+The same pass also serves the feed-forward layer: ``bias_relu_dropout_`` adds the first
+layer's bias, applies ReLU and dropout in place on x W_1^T, and ``relu_dropout_backward_``
+takes the gradient back through ReLU and dropout in place; with them
+:class:`transformer_lib.feedforward.PositionwiseFeedForward` runs as one autograd function
+while the switch is on (the same network as its plain path, two passes over the hidden
+layer fewer).
+
 The random numbers are SplitMix64's (Steele, Lea & Flood, 2014): the ``w``-th output of the
 generator started at ``key`` is ``mix(key + (w + 1) * 0x9E3779B97F4A7C15)``, and one 64-bit
 output gives four elements their 16 bits, like :func:`transformer_lib.dropout.keep_mask`.
@@ -25,7 +32,7 @@ or ``python -m transformer_lib.train --compiled-dropout ...``. Only CPU tensors 
 training mode take it; every other case keeps :class:`transformer_lib.dropout.Dropout`'s
 usual path. This module builds and loads the kernel and holds the switch; the autograd
 functions around it are in :mod:`transformer_lib.dropout` (``compiled_dropout``,
-``compiled_relu_dropout``).
+``compiled_relu_dropout``) and :mod:`transformer_lib.feedforward`.
 """
 from __future__ import annotations
 

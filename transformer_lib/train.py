@@ -92,8 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
                        default=True,
                        help="Linux with glibc: malloc keeps what a step frees for the next step "
-                            "instead of handing it back to the OS (fewer page faults, ~5%% "
-                            "faster CPU steps; default). Results are the same either way")
+                            "instead of handing it back to the OS (fewer page faults; default). "
+                            "Results are the same either way")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--threads", type=positive_int, help="torch.set_num_threads")

@@ -5,9 +5,9 @@ By default glibc's ``malloc`` hands memory back to the OS: large blocks come fro
 frees most of its activations at its end, so the next step may touch new pages again, and
 each first touch of a 4 KiB page is a page fault (several microseconds on a virtual machine).
 Raising glibc's trim and mmap thresholds keeps that memory for reuse: what jemalloc or
-tcmalloc would do, without installing either. It changes no result, only the time (about 5%
-of a CPU step at d_model 256 here; ``benchmarks/README.md``); the process's resident memory
-then stays near its peak, as a training process's does anyway.
+tcmalloc would do, without installing either. It changes no result, only the time spent
+faulting in fresh pages (``benchmarks/README.md``); the process's resident memory then stays
+near its peak, as a training process's does anyway.
 """
 from __future__ import annotations
 
