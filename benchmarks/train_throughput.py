@@ -14,9 +14,9 @@ needs a C++ compiler, built on first use, ~30 s;
 ``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be built).
 
 The process keeps freed memory (glibc's malloc told not to hand it back to the OS; see
-``transformer_lib.training.allocator``), so each model runs at its steady state: with the C library's
-defaults, how many pages a step faults in depends on what the other model left behind
-(``--no-keep-freed-memory`` measures that way).
+``transformer_lib.training.allocator``), so each model runs at its steady state: with the C
+library's defaults, how many pages a step faults in depends on what the other model left
+behind (``--no-keep-freed-memory`` measures that way).
 
 Also reports model FLOP utilisation (MFU): matmul FLOPs of a step, counted analytically,
 per second, against the matmul peak measured by this script on this machine and dtype.

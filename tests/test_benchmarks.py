@@ -14,8 +14,8 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 SCRIPTS = {
-    "train_throughput.py": ["# allocator:", "matmul peak", "torch.nn.Transformer", "transformer_lib",
-                            "MFU"],
+    "train_throughput.py": ["# allocator:", "matmul peak", "torch.nn.Transformer",
+                            "transformer_lib", "MFU"],
     "decode_cache.py": ["no cache ms", "speed-up"],
     "attention_memory.py": ["explicit MiB", "fused MiB"],
     "scaling.py": ["Step time against length", "Step time against batch"],
