@@ -87,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     train.add_argument("--compiled-dropout", action="store_true",
-                       help="CPU dropout masks from a compiled kernel (needs a C++ compiler; "
-                            "built on first use, ~30 s; faster; see transformer_lib.cpu_kernels)")
+                       help="CPU dropout masks and the feed-forward layer through a compiled "
+                            "kernel (needs a C++ compiler; built on first use, ~30 s; faster; "
+                            "see transformer_lib.cpu_kernels)")
     train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
                        default=True,
                        help="Linux with glibc: malloc keeps what a step frees for the next step "
