@@ -65,31 +65,39 @@ void random_words(uint64_t* words, uint64_t key, uint64_t first, int64_t count) 
   }
 }
 
-// out[i] = x[i] * scale where element i is kept, else 0; with_relu: max(that, 0).
-template <typename T, bool with_relu>
-void masked(const T* x_ptr, T* out_ptr, int64_t n_elements, uint32_t threshold_arg,
-            float scale_arg, uint64_t key_arg) {
-  using acc_t = at::opmath_type<T>;
-  at::parallel_for(0, (n_elements + kBlock - 1) / kBlock, 16, [=](int64_t begin, int64_t end) {
-    // Local copies, so the compiler knows the stores to `out` change none of them and
-    // vectorises the loops.
-    const T* __restrict__ x = x_ptr;
-    T* __restrict__ out = out_ptr;
-    const int64_t n = n_elements;
-    const uint32_t threshold = threshold_arg;
-    const acc_t scale = static_cast<acc_t>(scale_arg);
-    const uint64_t key = key_arg;
+// Calls body(start, len, bits) for consecutive blocks of up to kBlock elements of n, on
+// every thread: bits[k] holds the 16 random bits of element start + k.
+template <typename Body>
+void for_each_block(int64_t n, uint64_t key, const Body& body) {
+  at::parallel_for(0, (n + kBlock - 1) / kBlock, 16, [&](int64_t begin, int64_t end) {
     alignas(64) uint64_t words[kBlock / 4];
     const uint16_t* bits = reinterpret_cast<const uint16_t*>(words);  // 4 per word
     for (int64_t block = begin; block < end; ++block) {
       const int64_t start = block * kBlock;
       const int64_t len = std::min(kBlock, n - start);
       random_words(words, key, static_cast<uint64_t>(start / 4), (len + 3) / 4);
-      for (int64_t k = 0; k < len; ++k) {
-        acc_t v = bits[k] >= threshold ? static_cast<acc_t>(x[start + k]) * scale : acc_t(0);
-        if (with_relu) v = std::max(v, acc_t(0));
-        out[start + k] = static_cast<T>(v);
-      }
+      body(start, len, bits);
+    }
+  });
+}
+
+// out[i] = x[i] * scale where element i is kept, else 0; with_relu: max(that, 0).
+template <typename T, bool with_relu>
+void masked(const T* x_ptr, T* out_ptr, int64_t n, uint32_t threshold, float scale_arg,
+            uint64_t key) {
+  using acc_t = at::opmath_type<T>;
+  const acc_t scale = static_cast<acc_t>(scale_arg);
+  for_each_block(n, key, [=](int64_t start, int64_t len, const uint16_t* __restrict__ bits) {
+    // Local restrict pointers and local copies (not the closure's members): the compiler
+    // then knows the stores to `out` change nothing else, and vectorises the loop.
+    const T* __restrict__ x = x_ptr + start;
+    T* __restrict__ out = out_ptr + start;
+    const uint32_t t = threshold;
+    const acc_t s = scale;
+    for (int64_t k = 0; k < len; ++k) {
+      acc_t v = bits[k] >= t ? static_cast<acc_t>(x[k]) * s : acc_t(0);
+      if (with_relu) v = std::max(v, acc_t(0));
+      out[k] = static_cast<T>(v);
     }
   });
 }
@@ -98,31 +106,24 @@ void masked(const T* x_ptr, T* out_ptr, int64_t n_elements, uint32_t threshold_a
 // else 0 (the feed-forward layer's bias, ReLU and dropout in one pass). Row by row within a
 // block, so that the inner loop runs along the bias and vectorises.
 template <typename T>
-void bias_relu_masked(T* h_ptr, const T* bias_ptr, int64_t n_elements, int64_t cols,
-                      uint32_t threshold_arg, float scale_arg, uint64_t key_arg) {
+void bias_relu_masked(T* h_ptr, const T* bias_ptr, int64_t n, int64_t cols, uint32_t threshold,
+                      float scale_arg, uint64_t key) {
   using acc_t = at::opmath_type<T>;
-  at::parallel_for(0, (n_elements + kBlock - 1) / kBlock, 16, [=](int64_t begin, int64_t end) {
-    const int64_t n = n_elements;
-    const uint32_t threshold = threshold_arg;
-    const acc_t scale = static_cast<acc_t>(scale_arg);
-    alignas(64) uint64_t words[kBlock / 4];
-    const uint16_t* bits = reinterpret_cast<const uint16_t*>(words);
-    for (int64_t block = begin; block < end; ++block) {
-      const int64_t start = block * kBlock;
-      const int64_t len = std::min(kBlock, n - start);
-      random_words(words, key_arg, static_cast<uint64_t>(start / 4), (len + 3) / 4);
-      for (int64_t k = 0; k < len;) {
-        const int64_t col = (start + k) % cols;
-        const int64_t run_len = std::min(len - k, cols - col);      // to the end of the row
-        T* __restrict__ h = h_ptr + start + k;
-        const T* __restrict__ bias = bias_ptr + col;
-        const uint16_t* __restrict__ b = bits + k;
-        for (int64_t j = 0; j < run_len; ++j) {
-          const acc_t v = (static_cast<acc_t>(h[j]) + static_cast<acc_t>(bias[j])) * scale;
-          h[j] = static_cast<T>(b[j] >= threshold ? std::max(v, acc_t(0)) : acc_t(0));
-        }
-        k += run_len;
+  const acc_t scale = static_cast<acc_t>(scale_arg);
+  for_each_block(n, key, [=](int64_t start, int64_t len, const uint16_t* __restrict__ bits) {
+    const uint32_t t = threshold;                                     // locals, as in masked
+    const acc_t s = scale;
+    for (int64_t k = 0; k < len;) {
+      const int64_t col = (start + k) % cols;
+      const int64_t run_len = std::min(len - k, cols - col);        // to the end of the row
+      T* __restrict__ h = h_ptr + start + k;
+      const T* __restrict__ bias = bias_ptr + col;
+      const uint16_t* __restrict__ b = bits + k;
+      for (int64_t j = 0; j < run_len; ++j) {
+        const acc_t v = (static_cast<acc_t>(h[j]) + static_cast<acc_t>(bias[j])) * s;
+        h[j] = static_cast<T>(b[j] >= t ? std::max(v, acc_t(0)) : acc_t(0));
       }
+      k += run_len;
     }
   });
 }
