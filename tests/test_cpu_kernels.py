@@ -14,7 +14,7 @@ from transformer_lib import train as train_cli
 from transformer_lib.cpu_kernels import use_compiled_dropout
 from transformer_lib.dropout import Dropout, compiled_dropout, compiled_relu_dropout, keep_mask
 
-MASK64 = 2 ** 64 - 1
+from splitmix64 import splitmix64_mask
 
 pytestmark = pytest.mark.skipif(shutil.which("c++") is None,
                                 reason="no C++ compiler: the compiled kernel cannot be built")
@@ -23,18 +23,6 @@ pytestmark = pytest.mark.skipif(shutil.which("c++") is None,
 @pytest.fixture(scope="module", autouse=True)
 def kernels():
     return cpu_kernels.load()                       # a failed build fails every test here
-
-
-def splitmix64_mask(key: int, n: int, p: float) -> torch.Tensor:
-    """The documented mask, in plain Python: 16-bit slices of SplitMix64 started at key."""
-    keep = []
-    for i in range(n):
-        z = (key + (i // 4 + 1) * 0x9E3779B97F4A7C15) & MASK64
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        z ^= z >> 31
-        keep.append((z >> (16 * (i % 4))) & 0xFFFF >= round(p * 2 ** 16))
-    return torch.tensor(keep)
 
 
 def test_the_mask_is_splitmix64_keyed_by_one_draw_of_torchs_generator():
@@ -221,9 +209,53 @@ def test_dropout_module_uses_it_only_when_switched_on():
     assert torch.equal(on, compiled_dropout(x, 0.1))
     assert torch.equal(on_relu, compiled_relu_dropout(x, 0.1))
     torch.manual_seed(4)
-    off = drop(x)
+    off, off_relu = drop(x), drop.of_relu(x)
     torch.manual_seed(4)
-    assert torch.equal(off, x * keep_mask(x.shape, 0.1))            # off again: the usual mask
+    assert torch.equal(off, x * keep_mask(x.shape, 0.1))            # off again: the usual path
+    assert torch.equal(on, off) and torch.equal(on_relu, off_relu)   # ... and the same mask
+
+
+@pytest.mark.parametrize("shape", [(7,), (1001,), (3, 1025), (32, 48, 1024)])
+def test_the_kernel_makes_the_pure_pytorch_mask(shape):
+    """Both paths: the same key from the generator and the same bits from it."""
+    x = torch.randn(shape)
+    for p in (0.1, 0.5, 2 ** -16):
+        torch.manual_seed(9)
+        pure = x * keep_mask(x.shape, p)
+        torch.manual_seed(9)
+        assert torch.equal(compiled_dropout(x, p), pure)
+    torch.manual_seed(9)
+    keep_mask(x.shape, 0.1)
+    after_pure = torch.rand(3)
+    torch.manual_seed(9)
+    compiled_dropout(x, 0.1)
+    assert torch.equal(torch.rand(3), after_pure)               # one draw each from the generator
+    if x.dim() == 2:                                              # a transposed input, too
+        torch.manual_seed(9)
+        pure = x.t() * keep_mask(x.t().shape, 0.1)
+        torch.manual_seed(9)
+        assert torch.equal(compiled_dropout(x.t(), 0.1), pure)
+
+
+def test_a_training_step_is_the_same_with_and_without_it():
+    """The switch changes the speed only: same masks, so the same loss and gradients (up to
+    the rounding of the feed-forward bias, added after the product instead of before)."""
+    c = TransformerConfig.tiny(50, d_model=64, d_ff=128, N=2, P_drop=0.3)
+    torch.manual_seed(0)
+    model = Transformer(c).train()
+    src, tgt = torch.randint(3, 50, (8, 12)), torch.randint(3, 50, (8, 13))
+    results = []
+    for switch in (False, True):
+        with use_compiled_dropout(switch):
+            torch.manual_seed(1)
+            logits = model(src, tgt[:, :-1])
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
+            grads = torch.autograd.grad(loss, list(model.parameters()))
+        results.append((loss, grads))
+    (loss_off, grads_off), (loss_on, grads_on) = results
+    torch.testing.assert_close(loss_on, loss_off, rtol=1e-6, atol=0)
+    for g_on, g_off in zip(grads_on, grads_off):
+        torch.testing.assert_close(g_on, g_off, rtol=1e-4, atol=1e-6)
 
 
 def test_a_model_trains_with_it():

@@ -1,7 +1,9 @@
 import torch
 from torch import nn
 
-from transformer_lib.dropout import Dropout, keep_mask
+from transformer_lib.dropout import Dropout, draw_key, keep_mask, random_words
+
+from splitmix64 import MASK64, splitmix64, splitmix64_mask
 
 
 def test_cpu_dropout_keeps_with_probability_one_minus_p_and_rescales():
@@ -71,3 +73,35 @@ def test_of_relu_keeps_only_its_output_for_the_backward_pass():
     y = Dropout(0.2).train().of_relu(x)
     saved = y.grad_fn.saved_tensors
     assert len(saved) == 1 and saved[0].data_ptr() == y.data_ptr()    # no mask kept
+
+
+def test_keep_mask_is_the_documented_splitmix64_mask():
+    for key in (0, 12345, -1, -2 ** 63):
+        words = random_words(key, 6)
+        assert [w & MASK64 for w in words.tolist()] == [splitmix64(key & MASK64, w)
+                                                      for w in range(6)]
+        for n, p in ((1001, 0.3), (24, 0.5)):                  # 1001: a last word half used
+            assert torch.equal(keep_mask(torch.Size((n,)), p, key=key) != 0,
+                               splitmix64_mask(key, n, p))
+
+
+def test_keep_mask_draws_its_key_from_the_seeded_generator():
+    torch.manual_seed(7)
+    key = draw_key()
+    torch.manual_seed(7)
+    assert torch.equal(keep_mask(torch.Size((5, 40)), 0.2),
+                       keep_mask(torch.Size((5, 40)), 0.2, key=key))
+    assert not torch.equal(keep_mask(torch.Size((5, 40)), 0.2, key=key),
+                           keep_mask(torch.Size((5, 40)), 0.2, key=key + 1))
+
+
+def test_keep_mask_is_the_same_with_one_thread_or_two():
+    threads = torch.get_num_threads()
+    try:
+        masks = []
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            masks.append(keep_mask(torch.Size((64, 48, 256)), 0.1, key=3))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(masks[0], masks[1])

@@ -1,11 +1,12 @@
-"""Compiled CPU dropout (opt-in): the random mask made and applied in one parallel pass.
+"""Compiled CPU dropout: the random mask made and applied in one parallel pass.
 
-Eager PyTorch builds a dropout mask in several passes over memory, and its CPU random
-generator runs on one thread while the others wait (see ``benchmarks/README.md``). The
-small C++ kernel below does it all in one pass, on every thread: element ``i`` is kept when
-a 16-bit slice of a counter-based random number is at least ``round(p * 2^16)``, so the
-mask depends only on a key and on ``i``. The backward pass makes the same mask again from
-the key instead of storing it.
+In eager PyTorch a dropout mask takes many passes over memory: the random numbers
+(:func:`transformer_lib.dropout.random_words`, a dozen element-wise operations), then the
+comparison, the scaling and the multiply (see ``benchmarks/README.md``). The small C++
+kernel below does it all in one pass, on every thread: element ``i`` is kept when a 16-bit
+slice of a counter-based random number, read as a signed integer, is at least
+``round(p * 2^16) - 2^15``, so the mask depends only on a key and on ``i``. The backward
+pass makes the same mask again from the key instead of storing it.
 
 The same pass also serves the feed-forward layer: ``bias_relu_dropout_`` adds the first
 layer's bias, applies ReLU and dropout in place on x W_1^T, and ``relu_dropout_backward_``
@@ -16,23 +17,28 @@ layer fewer).
 
 The random numbers are SplitMix64's (Steele, Lea & Flood, 2014): the ``w``-th output of the
 generator started at ``key`` is ``mix(key + (w + 1) * 0x9E3779B97F4A7C15)``, and one 64-bit
-output gives four elements their 16 bits, like :func:`transformer_lib.dropout.keep_mask`.
-Each call draws its key from PyTorch's default generator, so ``torch.manual_seed`` still
-makes a run repeatable, and the mask is the same whatever the number of threads.
+output gives four elements their 16 bits. Each call draws its key from PyTorch's default
+generator, so ``torch.manual_seed`` still makes a run repeatable, and the mask is the same
+whatever the number of threads. It is **the same mask** as the pure-PyTorch path's
+(:func:`transformer_lib.dropout.keep_mask` computes the same generator with tensor
+operations, from a key drawn the same way): switching the kernel on changes the speed, not
+the random draws. Results agree up to floating-point rounding (the feed-forward bias is
+added in another order).
 
-It is **off by default**: it needs a C++ compiler (the kernel is built with
-``torch.utils.cpp_extension`` on first use, ~30 s, then cached), and its masks are other
-random draws than the pure-PyTorch ones, so a run with it gives other (equally valid)
-numbers than the notebooks show. Turn it on for long CPU training::
+The library leaves it **off by default**: it needs a C++ compiler (the kernel is built with
+``torch.utils.cpp_extension`` on first use, ~30 s, then cached), which not every learner's
+machine has. The training command line (``python -m transformer_lib.train``) switches it on
+where it can be built, and otherwise goes on without it. Elsewhere, turn it on for long CPU
+training::
 
     from transformer_lib.cpu_kernels import use_compiled_dropout
     use_compiled_dropout(True)          # or: with use_compiled_dropout(): ...
 
-or ``python -m transformer_lib.train --compiled-dropout ...``. Only CPU tensors in
-training mode take it; every other case keeps :class:`transformer_lib.dropout.Dropout`'s
-usual path. This module builds and loads the kernel and holds the switch; the autograd
-functions around it are in :mod:`transformer_lib.dropout` (``compiled_dropout``,
-``compiled_relu_dropout``) and :mod:`transformer_lib.feedforward`.
+Only CPU tensors in training mode take it; every other case keeps
+:class:`transformer_lib.dropout.Dropout`'s usual path. This module builds and loads the
+kernel and holds the switch; the autograd functions around it are in
+:mod:`transformer_lib.dropout` (``compiled_dropout``, ``compiled_relu_dropout``) and
+:mod:`transformer_lib.feedforward`.
 """
 from __future__ import annotations
 
@@ -66,7 +72,9 @@ void random_words(uint64_t* words, uint64_t key, uint64_t first, int64_t count) 
 }
 
 // Calls body(start, len, bits) for consecutive blocks of up to kBlock elements of n, on
-// every thread: bits[k] holds the 16 random bits of element start + k.
+// every thread: bits[k] holds the 16 random bits of element start + k, top bit flipped, so
+// that bits[k] >= threshold exactly when the 16 bits read as a signed integer are at least
+// threshold - 2^15 (the test of transformer_lib.dropout.keep_mask).
 template <typename Body>
 void for_each_block(int64_t n, uint64_t key, const Body& body) {
   at::parallel_for(0, (n + kBlock - 1) / kBlock, 16, [&](int64_t begin, int64_t end) {
@@ -75,7 +83,9 @@ void for_each_block(int64_t n, uint64_t key, const Body& body) {
     for (int64_t block = begin; block < end; ++block) {
       const int64_t start = block * kBlock;
       const int64_t len = std::min(kBlock, n - start);
-      random_words(words, key, static_cast<uint64_t>(start / 4), (len + 3) / 4);
+      const int64_t count = (len + 3) / 4;
+      random_words(words, key, static_cast<uint64_t>(start / 4), count);
+      for (int64_t j = 0; j < count; ++j) words[j] ^= 0x8000800080008000ULL;
       body(start, len, bits);
     }
   });

@@ -10,7 +10,7 @@ from .dropout import Dropout, _compiled_arguments
 
 
 class _CompiledFeedForward(torch.autograd.Function):
-    """FFN(x) for training on the CPU with the compiled kernel (opt-in, see ``cpu_kernels``).
+    """FFN(x) for training on the CPU with the compiled kernel (see ``cpu_kernels``).
 
     The same network as the module's plain path, with two passes over the (B, L, d_ff)
     hidden layer fewer: its bias, ReLU and dropout are added in one pass, in place on the
