@@ -312,3 +312,39 @@ def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, mo
     assert "--compiled-dropout" in capsys.readouterr().err
     assert not cpu_kernels.enabled()
 
+
+
+def tiny_cli_run(tmp_path, *flags):
+    return ["--task", "dates", "--n-train", "100", "--n-valid", "5", "--d-model", "16",
+            "--d-ff", "32", "--max-tokens", "200", "--steps", "1", "--no-progress",
+            "--out", str(tmp_path / "run"), *flags]
+
+
+@pytest.mark.parametrize("flags, used", [((), True), (("--no-compiled-dropout",), False),
+                                         (("--dropout", "0"), False)])
+def test_cli_uses_it_by_default_for_the_run_only(tmp_path, capsys, monkeypatch, flags, used):
+    seen = []
+    real_run = train_cli.run
+    monkeypatch.setattr(train_cli, "run", lambda *a: seen.append(cpu_kernels.enabled())
+                        or real_run(*a))
+    assert train_cli.main(tiny_cli_run(tmp_path, *flags)) == 0
+    assert seen == [used]
+    assert ("compiled CPU dropout: on" in capsys.readouterr().out) == used
+    assert not cpu_kernels.enabled()                     # switched back off after the run
+
+
+def test_cli_goes_on_without_it_when_it_cannot_be_built(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_module", None)
+    monkeypatch.setattr(cpu_kernels.shutil, "which", lambda name: None)
+    monkeypatch.setitem(sys.modules, "ninja", None)
+    assert train_cli.main(tiny_cli_run(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "compiled CPU dropout: off (compiled dropout needs the ninja build tool" in out
+    assert "checkpoint:" in out
+
+
+def test_cli_leaves_it_to_cpu_training(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "load", lambda: pytest.fail("built for a GPU run"))
+    args = train_cli.build_parser().parse_args(["--task", "dates", "--out", "x",
+                                                "--device", "meta"])
+    assert train_cli.wants_compiled_dropout(train_cli.build_parser(), args) is False

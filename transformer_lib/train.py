@@ -9,14 +9,15 @@ Examples::
         --vocab-size 8000 --preset base --steps 100000 --max-tokens 25000 --out runs/base
     # two processes on one machine (DDP; gloo on CPU, NCCL on GPUs)
     torchrun --nproc_per_node=2 -m transformer_lib.train --task dates --out runs/ddp
-    # CPU dropout from a compiled kernel (needs a C++ compiler): faster steps
-    python -m transformer_lib.train --task dates --out runs/fast --compiled-dropout
+    # without the compiled CPU kernel (used by default where a C++ compiler can build it)
+    python -m transformer_lib.train --task dates --out runs/plain --no-compiled-dropout
     # continue a run where it stopped
     python -m transformer_lib.train --task dates --steps 6000 --out runs/dates --resume
 """
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shlex
 import sys
@@ -27,6 +28,7 @@ from typing import List, Optional
 import numpy as np
 import torch
 
+from . import cpu_kernels
 from .checks import non_negative_int, positive_int
 from .config import TransformerConfig
 from .model import Transformer
@@ -86,10 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue --out/--name")
     train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    train.add_argument("--compiled-dropout", action="store_true",
+    train.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction,
                        help="CPU dropout masks and the feed-forward layer through a compiled "
-                            "kernel (needs a C++ compiler; built on first use, ~30 s; faster; "
-                            "see transformer_lib.cpu_kernels)")
+                            "kernel: the same masks, faster steps (built on first use, ~30 s, "
+                            "then cached; see transformer_lib.cpu_kernels). Default: on when "
+                            "training on a CPU and a C++ compiler can build it, else off; "
+                            "--compiled-dropout: on, or stop if it cannot be built")
     train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
                        default=True,
                        help="Linux with glibc: malloc keeps what a step frees for the next step "
@@ -214,6 +218,32 @@ def run(args, ckpt_path: Path) -> Trainer:
     return trainer
 
 
+def wants_compiled_dropout(parser: argparse.ArgumentParser, args) -> bool:
+    """Whether this run uses the compiled CPU kernel; builds it now (once), not mid-training.
+
+    ``--compiled-dropout``: yes, or a usage error naming the flag if it cannot be built.
+    ``--no-compiled-dropout``: no. Neither (the default): yes for CPU training where it can be
+    built, else a one-line note and PyTorch's own kernels (the same masks, slower).
+    """
+    if args.compiled_dropout is False:
+        return False
+    if args.compiled_dropout is None and (pick_device(args.device).type != "cpu"
+                                          or args.dropout == 0.0):
+        return False                    # the kernel is for CPU tensors, with 0 < P_drop < 1
+    try:
+        cpu_kernels.load()
+    except RuntimeError as e:
+        if args.compiled_dropout:
+            parser.error(f"--compiled-dropout: {e}")
+        if os.environ.get("RANK", "0") == "0":
+            print(f"compiled CPU dropout: off ({str(e).splitlines()[0]}); the same training "
+                  "with PyTorch's own kernels (--no-compiled-dropout hides this note)")
+        return False
+    if os.environ.get("RANK", "0") == "0":
+        print("compiled CPU dropout: on (--no-compiled-dropout: PyTorch's own kernels)")
+    return True
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -222,13 +252,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.keep_freed_memory:
         keep_freed_memory()
-    if args.compiled_dropout:
-        from .cpu_kernels import use_compiled_dropout
-        try:
-            use_compiled_dropout(True)              # builds now: fail before any training
-        except RuntimeError as e:
-            parser.error(f"--compiled-dropout: {e}")
-    trainer = run(args, ckpt_path)
+    with cpu_kernels.use_compiled_dropout(wants_compiled_dropout(parser, args)):
+        trainer = run(args, ckpt_path)
     if trainer.dist.is_main:
         print(f"checkpoint: {ckpt_path} (step {trainer.step})")
     return 0
