@@ -4,7 +4,11 @@ Prints, for ``torch.nn.Transformer`` and for transformer_lib, the share of the s
 in matrix multiplies (projections, feed-forward, output layer), the attention kernel,
 dropout, layer norms, ReLU, the loss, the optimizer, copies/reshapes, other element-wise
 work, and the rest (Python and dispatch overhead = wall time minus the operators' time).
-``--table`` also prints PyTorch's own per-operator table.
+``--table`` also prints PyTorch's own per-operator table. Like ``train_throughput.py``, the
+process keeps freed memory (``--no-keep-freed-memory``: the C library's defaults, where the
+page faults of fresh memory show up in whichever operator first touches it), and a third
+column profiles transformer_lib with its opt-in compiled CPU kernel where it can be built
+(``--no-compiled-dropout`` leaves it out).
 
     python benchmarks/profile_step.py                 # d256 preset, fp32
     python benchmarks/profile_step.py --dtype bf16 --table
@@ -20,13 +24,18 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import common
-from train_throughput import PRESETS, QUICK, TorchTransformer, make_batch, train_step_fn
+from train_throughput import (PRESETS, QUICK, TorchTransformer, compiled_dropout_available,
+                              make_batch, train_step_fn, with_compiled_dropout)
 from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.training.allocator import keep_freed_memory
 
 CATEGORIES = (  # (category, substrings of operator names), first match wins
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
     ("attention kernel", ("scaled_dot_product", "aten::_softmax", "_softmax_backward")),
-    ("dropout", ("bernoulli", "random_", "aten::ge", "native_dropout")),
+    # the compiled kernel runs inside the autograd functions of transformer_lib.dropout and
+    # .feedforward (their own time: the mask, ReLU and bias passes, and their Python)
+    ("dropout", ("bernoulli", "random_", "aten::ge", "native_dropout", "Dropout",
+                 "_CompiledFeedForward", "bitwise_")),
     ("layer norm", ("layer_norm",)),
     ("relu", ("relu", "clamp_min", "threshold_backward")),
     ("loss", ("log_softmax", "nll_loss")),
@@ -56,11 +65,13 @@ def categorise(prof, wall: float) -> Dict[str, float]:
     return out
 
 
-def profile_model(make, c, src, tgt, args, device, steps: int):
+def profile_model(make, c, src, tgt, args, device, steps: int, compiled: bool = False):
     torch.manual_seed(args.seed)
     model = make(c).to(device).train()
     step = train_step_fn(model, src, tgt, c.pad_id, args.dtype == "bf16", device,
                          args.fused_adam)
+    if compiled:
+        step = with_compiled_dropout(step)
     step()
     step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
@@ -83,17 +94,29 @@ def main() -> None:
     p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
                    help="Adam(fused=True), as in train_throughput.py (default)")
     p.add_argument("--table", action="store_true", help="also the per-operator table")
+    p.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction, default=True,
+                   help="also profile transformer_lib with its compiled CPU kernel (default, "
+                        "where a C++ compiler can build it)")
+    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
+                   help="glibc malloc keeps freed memory, as in train_throughput.py (default)")
     args = p.parse_args()
+    allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
+    print(f"# allocator: {allocator or 'the C library defaults'}")
+    with_compiled = compiled_dropout_available(args, device)
     overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
     steps = 1 if args.quick else args.steps
     c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1),
                                **overrides)
     src, tgt = make_batch(c, batch, length + 1, device, torch.Generator().manual_seed(0))
     results = {}
-    for label, make in (("torch.nn.Transformer", TorchTransformer),
-                        ("transformer_lib", Transformer)):
-        prof, wall = profile_model(make, c, src[:, :length], tgt, args, device, steps)
+    models = [("torch.nn.Transformer", TorchTransformer, False),
+              ("transformer_lib", Transformer, False)]
+    if with_compiled:
+        models.append(("+ compiled dropout", Transformer, True))
+    for label, make, compiled in models:
+        prof, wall = profile_model(make, c, src[:, :length], tgt, args, device, steps,
+                                   compiled)
         results[label] = (categorise(prof, wall), wall)
         if args.table:
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
@@ -109,8 +132,10 @@ def main() -> None:
     rows.append(["total (wall)"] + [x for _, (r, w) in results.items()
                                     for x in (f"{1e3 * w / steps:,.1f}", "100%")])
     preset = "quick" if args.quick else args.preset
-    print(common.table(["work", "torch ms/step", "torch share", "ours ms/step", "ours share"],
-                       rows, f"Training step profile, preset {preset}, {args.dtype}, "
+    heads = ["work", "torch ms/step", "torch share", "ours ms/step", "ours share"]
+    if with_compiled:
+        heads += ["compiled ms/step", "compiled share"]
+    print(common.table(heads, rows, f"Training step profile, preset {preset}, {args.dtype}, "
                              f"{steps} steps each (profiler overhead included)"))
 
 
