@@ -4,11 +4,17 @@ Prints, for ``torch.nn.Transformer`` and for transformer_lib, the share of the s
 in matrix multiplies (projections, feed-forward, output layer), the attention kernel,
 dropout, layer norms, ReLU, the loss, the optimizer, copies/reshapes, other element-wise
 work, and the rest (Python and dispatch overhead = wall time minus the operators' time).
-``--table`` also prints PyTorch's own per-operator table. Like ``train_throughput.py``, the
-process keeps freed memory (``--no-keep-freed-memory``: the C library's defaults, where the
-page faults of fresh memory show up in whichever operator first touches it), and a third
-column profiles transformer_lib with its opt-in compiled CPU kernel where it can be built
-(``--no-compiled-dropout`` leaves it out).
+``--table`` also prints PyTorch's own per-operator table. A third column profiles
+transformer_lib with its compiled CPU kernel where it can be built (``--no-compiled-dropout``
+leaves it out).
+
+Page faults: the first touch of a fresh memory page costs microseconds, charged to whichever
+operator touches it, so the script prints how many each profiled step took. Like
+``train_throughput.py`` the process keeps freed memory (``--no-keep-freed-memory``: the C
+library's defaults), and each model's steps are profiled once before the profile that is
+kept, so that the memory the profiler's own records take is already there. The profiler
+still allocates as it records: where a model's line shows thousands of faults a step, its
+element-wise rows (copies, ReLU) are inflated; rerun, or read ``train_throughput.py``.
 
     python benchmarks/profile_step.py                 # d256 preset, fp32
     python benchmarks/profile_step.py --dtype bf16 --table
@@ -76,13 +82,27 @@ def profile_model(make, c, src, tgt, args, device, steps: int, compiled: bool = 
     step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
                                            else [])
+    with profile(activities=activities):    # a first, discarded profile: the memory the
+        for _ in range(steps):              # profiler's records take is then already there
+            step()
+    faults = minor_faults()
     with profile(activities=activities) as prof:
         start = time.perf_counter()
         for _ in range(steps):
             step()
         common.sync(device)
         wall = time.perf_counter() - start
-    return prof, wall
+    faults = minor_faults() - faults
+    return prof, wall, faults
+
+
+def minor_faults() -> int:
+    """Page faults of this process so far (first touches of fresh memory; 0 off Unix)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def main() -> None:
@@ -115,8 +135,9 @@ def main() -> None:
     if with_compiled:
         models.append(("+ compiled dropout", Transformer, True))
     for label, make, compiled in models:
-        prof, wall = profile_model(make, c, src[:, :length], tgt, args, device, steps,
-                                   compiled)
+        prof, wall, faults = profile_model(make, c, src[:, :length], tgt, args, device, steps,
+                                           compiled)
+        print(f"# {label}: {faults / steps:,.0f} page faults a profiled step")
         results[label] = (categorise(prof, wall), wall)
         if args.table:
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
