@@ -8,10 +8,11 @@ for PyTorch's default). Dropout is 0.1 on sub-layer outputs, embeddings and the 
 layer in both, and 0 on attention weights in both (the paper has none there; ``nn.Transformer``
 would put its single ``dropout`` there too, so it is switched off in its attention modules).
 
-A third row, "+ compiled dropout", is ``transformer_lib`` with its opt-in compiled CPU kernel
-(``transformer_lib.cpu_kernels``: the dropout masks, and the feed-forward layer as one function;
-needs a C++ compiler, built on first use, ~30 s;
-``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be built).
+A third row, "+ compiled dropout", is ``transformer_lib`` with its compiled CPU kernel, as the
+training command line runs it on a CPU (``transformer_lib.cpu_kernels``: the same dropout masks
+in one pass, and the feed-forward layer as one function; needs a C++ compiler, built on first
+use, ~30 s; ``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be
+built).
 
 The process keeps freed memory (glibc's malloc told not to hand it back to the OS; see
 ``transformer_lib.training.allocator``), so each model runs at its steady state: with the C
