@@ -313,7 +313,6 @@ def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, mo
     assert not cpu_kernels.enabled()
 
 
-
 def tiny_cli_run(tmp_path, *flags):
     return ["--task", "dates", "--n-train", "100", "--n-valid", "5", "--d-model", "16",
             "--d-ff", "32", "--max-tokens", "200", "--steps", "1", "--no-progress",
