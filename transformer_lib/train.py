@@ -230,16 +230,20 @@ def wants_compiled_dropout(parser: argparse.ArgumentParser, args) -> bool:
     if args.compiled_dropout is None and (pick_device(args.device).type != "cpu"
                                           or args.dropout == 0.0):
         return False                    # the kernel is for CPU tensors, with 0 < P_drop < 1
+    main_process = os.environ.get("RANK", "0") == "0"
+    if main_process:
+        print("compiled CPU dropout: loading the kernel (the first run builds it, ~30 s) ...",
+              flush=True)
     try:
         cpu_kernels.load()
     except RuntimeError as e:
         if args.compiled_dropout:
             parser.error(f"--compiled-dropout: {e}")
-        if os.environ.get("RANK", "0") == "0":
+        if main_process:
             print(f"compiled CPU dropout: off ({str(e).splitlines()[0]}); the same training "
-                  "with PyTorch's own kernels (--no-compiled-dropout hides this note)")
+                  "with PyTorch's own kernels (--no-compiled-dropout skips this)")
         return False
-    if os.environ.get("RANK", "0") == "0":
+    if main_process:
         print("compiled CPU dropout: on (--no-compiled-dropout: PyTorch's own kernels)")
     return True
 
