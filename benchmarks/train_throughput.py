@@ -24,11 +24,15 @@ per second, against the matmul peak measured by this script on this machine and 
 
     python benchmarks/train_throughput.py            # full run (a few minutes on 2 cores)
     python benchmarks/train_throughput.py --quick    # smoke test
+    python benchmarks/train_throughput.py --isolated # each model alone in a fresh process
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import subprocess
+import sys
 import time
 from typing import Callable, Dict, Tuple
 
@@ -156,6 +160,55 @@ def compiled_dropout_available(args, device: torch.device) -> bool:
     return True
 
 
+TIMES_PREFIX = "# step times: "
+LABELS = ("torch.nn.Transformer", "transformer_lib", "+ compiled dropout",
+          "transformer_lib compiled")
+
+
+def model_labels(args) -> list:
+    """The rows of one preset and dtype, in order."""
+    wanted = (True, True, args.with_compiled_dropout, args.compile)
+    return [label for label, want in zip(LABELS, wanted) if want]
+
+
+def step_for(label: str, c: TransformerConfig, src, tgt, dtype_name: str, args,
+             device: torch.device) -> Callable[[], None]:
+    """A fresh model of row ``label`` and its training step."""
+    torch.manual_seed(args.seed)
+    model = (TorchTransformer if label == "torch.nn.Transformer" else Transformer)(c)
+    model = model.to(device).train()
+    if label == "transformer_lib compiled":
+        t0 = time.perf_counter()
+        model = torch.compile(model)
+    step = train_step_fn(model, src, tgt, c.pad_id, dtype_name == "bf16", device,
+                         args.fused_adam)
+    if label == "+ compiled dropout":
+        step = with_compiled_dropout(step)
+    if label == "transformer_lib compiled":
+        step()                                                    # compiles here
+        common.sync(device)
+        print(f"# torch.compile ({dtype_name}): first step took "
+              f"{time.perf_counter() - t0:.1f} s")
+    return step
+
+
+def isolated_times(label: str, preset: str, dtype_name: str) -> list:
+    """Step times of one row, measured by this script in a fresh process with the same
+    arguments: no other model's memory or caches in that process."""
+    argv = [a for a in sys.argv[1:] if a != "--isolated"]
+    cmd = [sys.executable, __file__, *argv, "--presets", preset, "--dtypes", dtype_name,
+           "--only", label]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"the process timing {label!r} failed:\n{out.stderr[-3000:]}")
+    lines = out.stdout.splitlines()
+    for x in lines:
+        if x.startswith("# torch.compile"):                      # the child's compile time
+            print(x)
+    line = next(x for x in lines if x.startswith(TIMES_PREFIX))
+    return json.loads(line[len(TIMES_PREFIX):])
+
+
 def run_preset(name: str, overrides: dict, batch: int, length: int, args,
                device: torch.device, peaks: Dict[str, float]) -> list:
     c = TransformerConfig.tiny(args.vocab, P_drop=args.dropout, max_len=max(128, length + 1),
@@ -167,31 +220,16 @@ def run_preset(name: str, overrides: dict, batch: int, length: int, args,
     flops = matmul_flops(c, batch, length, length)
     rows = []
     for dtype_name in args.dtypes:
-        autocast = dtype_name == "bf16"
-        fns = {}
-        for label, make in (("torch.nn.Transformer", TorchTransformer), ("transformer_lib",
-                                                                           Transformer)):
-            torch.manual_seed(args.seed)
-            model = make(c).to(device).train()
-            fns[label] = train_step_fn(model, src, tgt, c.pad_id, autocast, device,
-                                       args.fused_adam)
-        if args.with_compiled_dropout:
-            torch.manual_seed(args.seed)
-            model = Transformer(c).to(device).train()
-            fns["+ compiled dropout"] = with_compiled_dropout(train_step_fn(
-                model, src, tgt, c.pad_id, autocast, device, args.fused_adam))
-        if args.compile:
-            torch.manual_seed(args.seed)
-            model = Transformer(c).to(device).train()
-            t0 = time.perf_counter()
-            compiled = torch.compile(model)
-            fns["transformer_lib compiled"] = train_step_fn(compiled, src, tgt, c.pad_id,
-                                                            autocast, device, args.fused_adam)
-            fns["transformer_lib compiled"]()                     # compiles here
-            common.sync(device)
-            print(f"# torch.compile ({name}, {dtype_name}): first step took "
-                  f"{time.perf_counter() - t0:.1f} s")
-        times = common.interleaved(fns, device, args.reps, warmup=args.warmup)
+        labels = model_labels(args)
+        if args.isolated:                   # each model timed alone, in a fresh process
+            times = {label: isolated_times(label, name, dtype_name) for label in labels}
+        else:
+            fns = {label: step_for(label, c, src, tgt, dtype_name, args, device)
+                   for label in ([args.only] if args.only else labels)}
+            times = common.interleaved(fns, device, args.reps, warmup=args.warmup)
+            if args.only:                   # a child of --isolated: hand the times back
+                print(f"{TIMES_PREFIX}{json.dumps(times[args.only])}")
+                return []
         base = common.median(times["torch.nn.Transformer"])
         for label, ts in times.items():
             m = common.median(ts)
@@ -221,6 +259,11 @@ def main() -> None:
                    help="glibc malloc keeps freed memory, so that no model's step pays for "
                         "page faults the other's left behind (default); "
                         "--no-keep-freed-memory: the C library's defaults")
+    p.add_argument("--isolated", action="store_true",
+                   help="time each model alone in a fresh process of this script instead of "
+                        "interleaved in one (a check on what one model's steps do to the "
+                        "other's; the machine's load is then not shared evenly)")
+    p.add_argument("--only", choices=LABELS, help=argparse.SUPPRESS)  # a child of --isolated
     args = p.parse_args()
     allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
@@ -229,6 +272,10 @@ def main() -> None:
     presets = QUICK if args.quick else {k: PRESETS[k] for k in args.presets}
     args.reps = args.reps or (1 if args.quick else 7)
     args.warmup = 1 if args.quick else args.warmup
+    if args.only:                           # a child of --isolated: times only, no tables
+        for name, (overrides, batch, length) in presets.items():
+            run_preset(name, overrides, batch, length, args, device, {})
+        return
     n = 256 if args.quick else 2048
     peaks = {"fp32": common.matmul_peak(torch.float32, device, n),
              "bf16": common.matmul_peak(torch.bfloat16, device, n)}
@@ -241,7 +288,8 @@ def main() -> None:
     print(common.table(
         ["preset", "dtype", "model", "tgt tokens/s", "ms/step", "spread", "vs torch",
          "GFLOP/s", "MFU"], rows,
-        f"Training step (forward + backward + Adam), median of {args.reps}, interleaved"))
+        f"Training step (forward + backward + Adam), median of {args.reps}, "
+        + ("each model in its own process" if args.isolated else "interleaved")))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,19 @@ def test_quick_mode_runs_and_prints_its_table(script):
         assert len(rows) == 3 and all(r.rstrip(" |").endswith("yes") for r in rows[1:])
 
 
+def test_isolated_mode_times_each_model_in_its_own_process():
+    out = subprocess.run([sys.executable, str(BENCH / "train_throughput.py"), "--quick",
+                          "--threads", "1", "--isolated", "--dtypes", "fp32",
+                          "--no-compiled-dropout"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "each model in its own process" in out.stdout
+    rows = [r for r in out.stdout.splitlines() if r.startswith("|   tiny |  fp32")]
+    assert [r.split("|")[3].strip() for r in rows] == ["torch.nn.Transformer",
+                                                       "transformer_lib"]
+    assert "# step times:" not in out.stdout                 # the children's lines stay theirs
+
+
 def test_fit_exponent_recovers_a_power_law():
     from scaling import fit_exponent
     sizes = [4, 8, 16, 32]
