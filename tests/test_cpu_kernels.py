@@ -347,3 +347,11 @@ def test_cli_leaves_it_to_cpu_training(monkeypatch):
     args = train_cli.build_parser().parse_args(["--task", "dates", "--out", "x",
                                                 "--device", "meta"])
     assert train_cli.wants_compiled_dropout(train_cli.build_parser(), args) is False
+
+
+@pytest.mark.parametrize("system, openmp", [("linux", True), ("darwin", False),
+                                            ("win32", False)])
+def test_openmp_is_asked_for_only_on_linux(monkeypatch, system, openmp):
+    monkeypatch.setattr(cpu_kernels.sys, "platform", system)
+    flags = cpu_kernels._compiler_flags()
+    assert ("-fopenmp" in flags) == openmp and "-O3" in flags

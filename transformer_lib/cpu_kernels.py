@@ -46,6 +46,7 @@ import hashlib
 import os
 import platform
 import shutil
+import sys
 from types import ModuleType
 from typing import Optional
 
@@ -226,6 +227,14 @@ def _build_name() -> str:
     return f"transformer_lib_dropout_{digest}"
 
 
+def _compiler_flags() -> list:
+    """Optimise for this CPU; OpenMP (the threads of ``at::parallel_for``) where the compiler
+    is GCC-like on Linux. Apple's clang rejects ``-fopenmp``: built without it, the kernel
+    runs on one thread, with the same masks."""
+    flags = ["-O3", "-march=native"]
+    return flags + ["-fopenmp"] if sys.platform.startswith("linux") else flags
+
+
 def load() -> ModuleType:
     """The compiled kernels, built on first use (~30 s) and cached by PyTorch.
 
@@ -250,7 +259,7 @@ def load() -> ModuleType:
         _module = load_inline(_build_name(), cpp_sources=SOURCE,
                               functions=["dropout", "relu_dropout", "bias_relu_dropout_",
                                          "relu_dropout_backward_"],
-                              extra_cflags=["-O3", "-march=native", "-fopenmp"])
+                              extra_cflags=_compiler_flags())
     except Exception as e:                      # compiler errors come as RuntimeError/OSError
         raise RuntimeError(f"building the compiled dropout kernel failed ({e.__class__.__name__})"
                            f"; leave compiled dropout off. Details:\n{e}") from e
