@@ -218,9 +218,8 @@ def run_preset(name: str, overrides: dict, batch: int, length: int, args,
     src = src[:, :length]
     tokens = int((tgt[:, 1:] != c.pad_id).sum())                   # real target tokens
     flops = matmul_flops(c, batch, length, length)
-    rows = []
+    rows, labels = [], model_labels(args)
     for dtype_name in args.dtypes:
-        labels = model_labels(args)
         if args.isolated:                   # each model timed alone, in a fresh process
             times = {label: isolated_times(label, name, dtype_name) for label in labels}
         else:

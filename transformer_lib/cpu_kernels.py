@@ -228,9 +228,9 @@ def _build_name() -> str:
 
 
 def _compiler_flags() -> list:
-    """Optimise for this CPU; OpenMP (the threads of ``at::parallel_for``) where the compiler
-    is GCC-like on Linux. Apple's clang rejects ``-fopenmp``: built without it, the kernel
-    runs on one thread, with the same masks."""
+    """Optimise for this CPU; OpenMP (the threads of ``at::parallel_for``) on Linux only.
+    Apple's clang rejects ``-fopenmp``: built without it, the kernel runs on one thread,
+    with the same masks."""
     flags = ["-O3", "-march=native"]
     return flags + ["-fopenmp"] if sys.platform.startswith("linux") else flags
 
