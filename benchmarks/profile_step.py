@@ -5,8 +5,8 @@ in matrix multiplies (projections, feed-forward, output layer), the attention ke
 dropout, layer norms, ReLU, the loss, the optimizer, copies/reshapes, other element-wise
 work, and the rest (Python and dispatch overhead = wall time minus the operators' time).
 ``--table`` also prints PyTorch's own per-operator table. A third column profiles
-transformer_lib with its compiled CPU kernel where it can be built (``--no-compiled-dropout``
-leaves it out).
+transformer_lib with its compiled CPU kernels where they can be built
+(``--no-compiled-kernels`` leaves it out).
 
 Page faults: the first touch of a fresh memory page costs microseconds, charged to whichever
 operator touches it, so the script prints how many each profiled step took. Like
@@ -30,16 +30,17 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import common
-from train_throughput import (PRESETS, QUICK, TorchTransformer, compiled_dropout_available,
-                              make_batch, train_step_fn, with_compiled_dropout)
+from train_throughput import (PRESETS, QUICK, TorchTransformer, compiled_kernels_available,
+                              make_batch, train_step_fn, with_compiled_kernels)
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.training.allocator import keep_freed_memory
 
 CATEGORIES = (  # (category, substrings of operator names), first match wins
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
-    ("attention kernel", ("scaled_dot_product", "aten::_softmax", "_softmax_backward")),
-    # the compiled kernel runs inside the autograd functions of transformer_lib.dropout and
-    # .feedforward (their own time: the mask, ReLU and bias passes, and their Python)
+    # the compiled kernels run inside the autograd functions of transformer_lib.attention,
+    # .dropout and .feedforward (their own time: the kernels' work and their Python)
+    ("attention kernel", ("scaled_dot_product", "aten::_softmax", "_softmax_backward",
+                          "_CompiledAttention")),
     ("dropout", ("bernoulli", "random_", "aten::ge", "native_dropout", "Dropout",
                  "_CompiledFeedForward", "bitwise_")),
     ("layer norm", ("layer_norm",)),
@@ -77,7 +78,7 @@ def profile_model(make, c, src, tgt, args, device, steps: int, compiled: bool = 
     step = train_step_fn(model, src, tgt, c.pad_id, args.dtype == "bf16", device,
                          args.fused_adam)
     if compiled:
-        step = with_compiled_dropout(step)
+        step = with_compiled_kernels(step)
     step()
     step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
@@ -114,16 +115,16 @@ def main() -> None:
     p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
                    help="Adam(fused=True), as in train_throughput.py (default)")
     p.add_argument("--table", action="store_true", help="also the per-operator table")
-    p.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction, default=True,
-                   help="also profile transformer_lib with its compiled CPU kernel (default, "
-                        "where a C++ compiler can build it)")
+    p.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction, default=True,
+                   help="also profile transformer_lib with its compiled CPU kernels "
+                        "(default, where a C++ compiler can build them)")
     p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                    help="glibc malloc keeps freed memory, as in train_throughput.py (default)")
     args = p.parse_args()
     allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
     print(f"# allocator: {allocator or 'the C library defaults'}")
-    with_compiled = compiled_dropout_available(args, device)
+    with_compiled = compiled_kernels_available(args, device)
     overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
     steps = 1 if args.quick else args.steps
     c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1),
@@ -133,7 +134,7 @@ def main() -> None:
     models = [("torch.nn.Transformer", TorchTransformer, False),
               ("transformer_lib", Transformer, False)]
     if with_compiled:
-        models.append(("+ compiled dropout", Transformer, True))
+        models.append(("+ compiled kernels", Transformer, True))
     for label, make, compiled in models:
         prof, wall, faults = profile_model(make, c, src[:, :length], tgt, args, device, steps,
                                            compiled)

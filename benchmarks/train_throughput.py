@@ -8,11 +8,11 @@ for PyTorch's default). Dropout is 0.1 on sub-layer outputs, embeddings and the 
 layer in both, and 0 on attention weights in both (the paper has none there; ``nn.Transformer``
 would put its single ``dropout`` there too, so it is switched off in its attention modules).
 
-A third row, "+ compiled dropout", is ``transformer_lib`` with its compiled CPU kernel, as the
-training command line runs it on a CPU (``transformer_lib.cpu_kernels``: the same dropout masks
-in one pass, and the feed-forward layer as one function; needs a C++ compiler, built on first
-use, ~30 s; ``--no-compiled-dropout`` leaves it out; skipped with a note where it cannot be
-built).
+A third row, "+ compiled kernels", is ``transformer_lib`` with its compiled CPU kernels, as
+the training command line runs it on a CPU (``transformer_lib.cpu_kernels``: the same dropout
+masks in one pass, the feed-forward layer as one function, and attention read in place from
+the projections; needs a C++ compiler, built on first use, ~30 s; ``--no-compiled-kernels``
+leaves it out; skipped with a note where they cannot be built).
 
 The process keeps freed memory (glibc's malloc told not to hand it back to the OS; see
 ``transformer_lib.training.allocator``), so each model runs at its steady state: with the C
@@ -140,34 +140,34 @@ def train_step_fn(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id
     return step
 
 
-def with_compiled_dropout(step: Callable[[], None]) -> Callable[[], None]:
-    """The same step with transformer_lib's compiled CPU dropout switched on around it."""
+def with_compiled_kernels(step: Callable[[], None]) -> Callable[[], None]:
+    """The same step with transformer_lib's compiled CPU kernels switched on around it."""
     def run() -> None:
-        with cpu_kernels.use_compiled_dropout(True):
+        with cpu_kernels.use_compiled_kernels(True):
             step()
     return run
 
 
-def compiled_dropout_available(args, device: torch.device) -> bool:
-    """Whether to add the "+ compiled dropout" row (built here, once, if needed)."""
-    if not args.compiled_dropout or device.type != "cpu":
+def compiled_kernels_available(args, device: torch.device) -> bool:
+    """Whether to add the "+ compiled kernels" row (built here, once, if needed)."""
+    if not args.compiled_kernels or device.type != "cpu":
         return False
     try:
         cpu_kernels.load()
     except RuntimeError as e:
-        print(f"# compiled dropout left out: {str(e).splitlines()[0]}")
+        print(f"# compiled kernels left out: {str(e).splitlines()[0]}")
         return False
     return True
 
 
 TIMES_PREFIX = "# step times: "
-LABELS = ("torch.nn.Transformer", "transformer_lib", "+ compiled dropout",
+LABELS = ("torch.nn.Transformer", "transformer_lib", "+ compiled kernels",
           "transformer_lib compiled")
 
 
 def model_labels(args) -> list:
     """The rows of one preset and dtype, in order."""
-    wanted = (True, True, args.with_compiled_dropout, args.compile)
+    wanted = (True, True, args.with_compiled_kernels, args.compile)
     return [label for label, want in zip(LABELS, wanted) if want]
 
 
@@ -182,8 +182,8 @@ def step_for(label: str, c: TransformerConfig, src, tgt, dtype_name: str, args,
         model = torch.compile(model)
     step = train_step_fn(model, src, tgt, c.pad_id, dtype_name == "bf16", device,
                          args.fused_adam)
-    if label == "+ compiled dropout":
-        step = with_compiled_dropout(step)
+    if label == "+ compiled kernels":
+        step = with_compiled_kernels(step)
     if label == "transformer_lib compiled":
         step()                                                    # compiles here
         common.sync(device)
@@ -251,9 +251,9 @@ def main() -> None:
     p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
                    help="Adam(fused=True) for every model, as transformer_lib's trainer uses "
                         "(default); --no-fused-adam: PyTorch's default Adam for every model")
-    p.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction, default=True,
-                   help="also time transformer_lib with its compiled CPU dropout kernel "
-                        "(default, where a C++ compiler can build it)")
+    p.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time transformer_lib with its compiled CPU kernels "
+                        "(default, where a C++ compiler can build them)")
     p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
                    help="glibc malloc keeps freed memory, so that no model's step pays for "
                         "page faults the other's left behind (default); "
@@ -267,7 +267,7 @@ def main() -> None:
     allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
     print(f"# allocator: {allocator or 'the C library defaults'}")
-    args.with_compiled_dropout = compiled_dropout_available(args, device)
+    args.with_compiled_kernels = compiled_kernels_available(args, device)
     presets = QUICK if args.quick else {k: PRESETS[k] for k in args.presets}
     args.reps = args.reps or (1 if args.quick else 7)
     args.warmup = 1 if args.quick else args.warmup

@@ -22,8 +22,8 @@ SCRIPTS = {
     "profile_step.py": ["Training step profile", "matmul", "optimizer (Adam)"],
     "padding.py": ["packed speed-up", "length-sorted (token_batches)"],
 }
-if shutil.which("c++"):                 # the compiled dropout row, where it can be built
-    SCRIPTS["train_throughput.py"].append("+ compiled dropout")
+if shutil.which("c++"):                 # the compiled kernels row, where they can be built
+    SCRIPTS["train_throughput.py"].append("+ compiled kernels")
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
@@ -41,7 +41,7 @@ def test_quick_mode_runs_and_prints_its_table(script):
 def test_isolated_mode_times_each_model_in_its_own_process():
     out = subprocess.run([sys.executable, str(BENCH / "train_throughput.py"), "--quick",
                           "--threads", "1", "--isolated", "--dtypes", "fp32",
-                          "--no-compiled-dropout"],
+                          "--no-compiled-kernels"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "each model in its own process" in out.stdout

@@ -1,5 +1,6 @@
-"""The compiled CPU dropout (transformer_lib.cpu_kernels): the mask's law, its generator,
-forward/backward agreement, and the switch. Builds the kernel once (~30 s, then cached)."""
+"""The compiled CPU kernels (transformer_lib.cpu_kernels): the dropout mask's law, its
+generator, forward/backward agreement, the feed-forward and attention fast paths against the
+plain ones, and the switch. Builds the kernels once (~30 s, then cached)."""
 import math
 import shutil
 import subprocess
@@ -11,13 +12,14 @@ import torch
 
 from transformer_lib import PositionwiseFeedForward, Transformer, TransformerConfig, cpu_kernels
 from transformer_lib import train as train_cli
-from transformer_lib.cpu_kernels import use_compiled_dropout
+from transformer_lib.attention import MAX_SCORES, MultiHeadAttention
+from transformer_lib.cpu_kernels import use_compiled_kernels
 from transformer_lib.dropout import Dropout, compiled_dropout, compiled_relu_dropout, keep_mask
 
 from splitmix64 import splitmix64_mask
 
 pytestmark = pytest.mark.skipif(shutil.which("c++") is None,
-                                reason="no C++ compiler: the compiled kernel cannot be built")
+                                reason="no C++ compiler: the compiled kernels cannot be built")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -149,7 +151,7 @@ def test_feed_forward_fast_path_equals_the_plain_one(layout):
     results, names = [], []
     for forward in (lambda x: ffn(x), lambda x: plain_feed_forward(ffn, x)):
         x = x0.clone().requires_grad_()
-        with use_compiled_dropout():
+        with use_compiled_kernels():
             torch.manual_seed(5)
             y = forward(x)
         ffn.zero_grad()
@@ -166,7 +168,7 @@ def test_feed_forward_fast_path_in_bfloat16_and_with_frozen_weights():
     torch.manual_seed(0)
     ffn = PositionwiseFeedForward(16, 64, dropout=0.2).train().to(torch.bfloat16)
     x = torch.randn(4, 5, 16, dtype=torch.bfloat16)
-    with use_compiled_dropout():
+    with use_compiled_kernels():
         torch.manual_seed(1)
         fast = ffn(x)
         torch.manual_seed(1)
@@ -176,7 +178,7 @@ def test_feed_forward_fast_path_in_bfloat16_and_with_frozen_weights():
     ffn.w_1.requires_grad_(False)                   # only what is asked for is computed
     x = x.float().requires_grad_()
     ffn.float()
-    with use_compiled_dropout():
+    with use_compiled_kernels():
         ffn(x).sum().backward()
     assert ffn.w_1.weight.grad is None and ffn.w_2.weight.grad is not None
     assert x.grad is not None
@@ -186,7 +188,7 @@ def test_feed_forward_keeps_the_plain_path_under_autocast():
     torch.manual_seed(0)
     ffn = PositionwiseFeedForward(16, 64, dropout=0.2).train()
     x = torch.randn(4, 5, 16)
-    with use_compiled_dropout(), torch.autocast("cpu", dtype=torch.bfloat16):
+    with use_compiled_kernels(), torch.autocast("cpu", dtype=torch.bfloat16):
         torch.manual_seed(1)
         got = ffn(x)
         torch.manual_seed(1)
@@ -198,7 +200,7 @@ def test_dropout_module_uses_it_only_when_switched_on():
     x = torch.randn(8, 20, 64)
     drop = Dropout(0.1).train()
     assert not cpu_kernels.enabled()
-    with use_compiled_dropout():
+    with use_compiled_kernels():
         assert cpu_kernels.enabled()
         torch.manual_seed(4)
         on, on_relu = drop(x), drop.of_relu(x)
@@ -239,14 +241,16 @@ def test_the_kernel_makes_the_pure_pytorch_mask(shape):
 
 def test_a_training_step_is_the_same_with_and_without_it():
     """The switch changes the speed only: same masks, so the same loss and gradients (up to
-    the rounding of the feed-forward bias, added after the product instead of before)."""
+    the rounding of the feed-forward bias, added after the product instead of before, and of
+    the attention sums)."""
     c = TransformerConfig.tiny(50, d_model=64, d_ff=128, N=2, P_drop=0.3)
     torch.manual_seed(0)
     model = Transformer(c).train()
     src, tgt = torch.randint(3, 50, (8, 12)), torch.randint(3, 50, (8, 13))
+    src[1:, 9:], tgt[2:, 10:] = c.pad_id, c.pad_id                 # padding masks, too
     results = []
     for switch in (False, True):
-        with use_compiled_dropout(switch):
+        with use_compiled_kernels(switch):
             torch.manual_seed(1)
             logits = model(src, tgt[:, :-1])
             loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
@@ -258,6 +262,139 @@ def test_a_training_step_is_the_same_with_and_without_it():
         torch.testing.assert_close(g_on, g_off, rtol=1e-4, atol=1e-6)
 
 
+# ---- attention ----------------------------------------------------------------------------
+
+needs_mkl = pytest.mark.skipif(not cpu_kernels.attention_available(),
+                               reason="this PyTorch has no MKL batched matrix multiply")
+
+
+@pytest.fixture
+def attention_calls(monkeypatch, kernels):
+    """Counts the compiled attention kernel's forward calls."""
+    calls = []
+    real = kernels.attention_forward
+    monkeypatch.setattr(kernels, "attention_forward", lambda *a: calls.append(1) or real(*a))
+    return calls
+
+
+def layer_and_grads(layer, x, memory, mask, is_causal=False, need_weights=False, cache=None):
+    """The layer's output and the gradients of x, memory (if any) and every parameter."""
+    out, _ = layer(x, memory, mask, need_weights=need_weights, cache=cache, is_causal=is_causal)
+    inputs = [x] + ([memory] if memory is not None else []) + list(layer.parameters())
+    weights = torch.linspace(-2, 2, out.numel()).view(out.shape)     # a gradient of every sign
+    return [out.detach()] + list(torch.autograd.grad(out, inputs, weights))
+
+
+def blocked_row(mask: torch.Tensor) -> torch.Tensor:
+    mask[1, 0, 2] = False                           # query 2 of row 1 attends to nothing
+    return mask
+
+
+MASKS = {
+    "none": lambda B, T, S: None,
+    "padding": lambda B, T, S: torch.arange(S)[None, None, None, :] < torch.tensor(
+        [S, S - 2, 0, S - 3][:B])[:, None, None, None],      # (B, 1, 1, S), one row all padding
+    "per query": lambda B, T, S: blocked_row(torch.rand(
+        B, 1, T, S, generator=torch.Generator().manual_seed(3)) > 0.4),      # (B, 1, T, S)
+    "per head": lambda B, T, S: torch.rand(B, 4, T, S, generator=torch.Generator().manual_seed(
+        4)) > 0.3,                                                            # (B, H, T, S)
+    "2-d": lambda B, T, S: torch.rand(T, S, generator=torch.Generator().manual_seed(5)) > 0.2,
+}
+
+
+@needs_mkl
+@pytest.mark.parametrize("mask_kind", list(MASKS))
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_attention_kernel_equals_the_plain_paths(attention_calls, mask_kind, cross):
+    """Output and every gradient (input, memory, W^Q;W^K;W^V, W^O, biases) as with
+    PyTorch's fused kernel and as with the explicit softmax(QK^T/sqrt(d_k))V."""
+    torch.manual_seed(0)
+    B, T, S, D = 4, 6, (9 if cross else 6), 32
+    layer = MultiHeadAttention(D, 4).train()
+    x0, m0 = torch.randn(B, T, D), torch.randn(B, S, D)
+    mask = MASKS[mask_kind](B, T, S)
+    results = []
+    for switch, fused in ((True, True), (False, True), (False, False)):
+        layer.fused = fused
+        x = x0.clone().requires_grad_()
+        memory = m0.clone().requires_grad_() if cross else None
+        with use_compiled_kernels(switch):
+            results.append(layer_and_grads(layer, x, memory, mask))
+    assert len(attention_calls) == 1
+    compiled, fused, explicit = results
+    if mask is not None:                 # a query with nothing to attend to gives zeros
+        blocked = ~mask.expand(B, 4, T, S).any(-1).all(1)                  # (B, T)
+        assert bool(blocked.any()) == (mask_kind in ("padding", "per query"))
+    for got, want_fused, want_explicit in zip(compiled, fused, explicit):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, want_fused, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(got, want_explicit, rtol=1e-5, atol=1e-5)
+
+
+@needs_mkl
+@pytest.mark.parametrize("heads", [1, 2, 8])
+def test_attention_kernel_with_the_causal_flag_and_other_head_counts(attention_calls, heads):
+    torch.manual_seed(1)
+    layer = MultiHeadAttention(16, heads)
+    x0 = torch.randn(3, 11, 16)
+    results = []
+    for switch in (True, False):
+        with use_compiled_kernels(switch):
+            results.append(layer_and_grads(layer, x0.clone().requires_grad_(), None, None,
+                                           is_causal=True))
+    assert len(attention_calls) == 1
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_mkl
+def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
+    """Weights asked for, a decoding cache, autocast, dropout on the weights in training, a
+    long sequence or no MKL: PyTorch's kernel (or the explicit path), as without the switch."""
+    torch.manual_seed(2)
+    layer = MultiHeadAttention(16, 2).train()
+    x = torch.randn(2, 5, 16)
+
+    def calls(*args, **kwargs) -> int:
+        before = len(attention_calls)
+        with use_compiled_kernels():
+            layer(*args, **kwargs)
+        return len(attention_calls) - before
+
+    assert calls(x) == 1
+    assert calls(x, need_weights=True) == 0
+    assert calls(x, cache={}) == 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert calls(x) == 0
+    layer.double()
+    assert calls(x.double()) == 0                   # float32 only
+    layer.float()
+    layer.dropout = 0.1
+    assert calls(x) == 0
+    layer.eval()                                    # no dropout in evaluation: the kernel
+    assert calls(x) == 1
+    side = int(math.isqrt(MAX_SCORES))
+    assert calls(torch.randn(1, side, 16)) == 1
+    assert calls(torch.randn(1, side + 1, 16)) == 0
+    monkeypatch.setattr(cpu_kernels, "attention_available", lambda: False)
+    assert calls(x) == 0
+    assert len(attention_calls) == 3
+
+
+@needs_mkl
+def test_attention_kernel_rejects_what_it_cannot_read(kernels):
+    q = torch.randn(2, 3, 8)
+    with pytest.raises(RuntimeError, match="q must be a float32 CPU tensor"):
+        kernels.attention_forward(q.double(), q, q, None, 2, 0.5)
+    with pytest.raises(RuntimeError, match="unit stride along D"):
+        kernels.attention_forward(q.transpose(1, 2).contiguous().transpose(1, 2), q, q, None,
+                                  2, 0.5)
+    with pytest.raises(RuntimeError, match="mask must be bool of shape"):
+        kernels.attention_forward(q, q, q, torch.ones(2, 2, 3, 4, dtype=torch.bool), 2, 0.5)
+    with pytest.raises(RuntimeError, match="heads must divide D"):
+        kernels.attention_forward(q, q, q, None, 3, 0.5)
+
+
 def test_a_model_trains_with_it():
     torch.manual_seed(0)
     c = TransformerConfig.tiny(20, d_model=32, d_ff=64, N=1)
@@ -265,7 +402,7 @@ def test_a_model_trains_with_it():
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     src = torch.randint(3, 20, (16, 10))
     losses = []
-    with use_compiled_dropout():
+    with use_compiled_kernels():
         for _ in range(60):
             logits = model(src, src[:, :-1])
             loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), src[:, 1:].flatten())
@@ -284,10 +421,10 @@ def test_switching_on_without_a_compiler_fails_at_once_and_stays_off(monkeypatch
     monkeypatch.setattr(cpu_kernels.shutil, "which",
                         lambda name: None if name == "c++" else real_which(name))
     with pytest.raises(RuntimeError, match="C\\+\\+ compiler"):
-        use_compiled_dropout(True)
+        use_compiled_kernels(True)
     assert not cpu_kernels.enabled()
     with pytest.raises(TypeError, match="enable"):
-        use_compiled_dropout("yes")
+        use_compiled_kernels("yes")
 
 
 def test_cli_trains_with_it(tmp_path):
@@ -295,7 +432,7 @@ def test_cli_trains_with_it(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "transformer_lib.train", "--task", "dates", "--n-train", "200",
          "--n-valid", "10", "--d-model", "32", "--d-ff", "64", "--max-tokens", "400",
-         "--steps", "3", "--no-progress", "--threads", "1", "--compiled-dropout",
+         "--steps", "3", "--no-progress", "--threads", "1", "--compiled-kernels",
          "--out", str(tmp_path / "run")],
         cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -307,9 +444,9 @@ def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, mo
     monkeypatch.setattr(cpu_kernels.shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "ninja", None)          # `import ninja` fails too
     with pytest.raises(SystemExit) as exit_info:
-        train_cli.main(["--task", "dates", "--compiled-dropout", "--out", str(tmp_path / "x")])
+        train_cli.main(["--task", "dates", "--compiled-kernels", "--out", str(tmp_path / "x")])
     assert exit_info.value.code == 2
-    assert "--compiled-dropout" in capsys.readouterr().err
+    assert "--compiled-kernels" in capsys.readouterr().err
     assert not cpu_kernels.enabled()
 
 
@@ -319,8 +456,8 @@ def tiny_cli_run(tmp_path, *flags):
             "--out", str(tmp_path / "run"), *flags]
 
 
-@pytest.mark.parametrize("flags, used", [((), True), (("--no-compiled-dropout",), False),
-                                         (("--dropout", "0"), False)])
+@pytest.mark.parametrize("flags, used", [((), True), (("--no-compiled-kernels",), False),
+                                         (("--dropout", "0"), True)])     # attention still
 def test_cli_uses_it_by_default_for_the_run_only(tmp_path, capsys, monkeypatch, flags, used):
     seen = []
     real_run = train_cli.run
@@ -328,7 +465,7 @@ def test_cli_uses_it_by_default_for_the_run_only(tmp_path, capsys, monkeypatch, 
                         or real_run(*a))
     assert train_cli.main(tiny_cli_run(tmp_path, *flags)) == 0
     assert seen == [used]
-    assert ("compiled CPU dropout: on" in capsys.readouterr().out) == used
+    assert ("compiled CPU kernels: on" in capsys.readouterr().out) == used
     assert not cpu_kernels.enabled()                     # switched back off after the run
 
 
@@ -338,7 +475,7 @@ def test_cli_goes_on_without_it_when_it_cannot_be_built(tmp_path, capsys, monkey
     monkeypatch.setitem(sys.modules, "ninja", None)
     assert train_cli.main(tiny_cli_run(tmp_path)) == 0
     out = capsys.readouterr().out
-    assert "compiled CPU dropout: off (compiled dropout needs the ninja build tool" in out
+    assert "compiled CPU kernels: off (the compiled CPU kernels need the ninja build tool" in out
     assert "checkpoint:" in out
 
 
@@ -346,7 +483,7 @@ def test_cli_leaves_it_to_cpu_training(monkeypatch):
     monkeypatch.setattr(cpu_kernels, "load", lambda: pytest.fail("built for a GPU run"))
     args = train_cli.build_parser().parse_args(["--task", "dates", "--out", "x",
                                                 "--device", "meta"])
-    assert train_cli.wants_compiled_dropout(train_cli.build_parser(), args) is False
+    assert train_cli.wants_compiled_kernels(train_cli.build_parser(), args) is False
 
 
 @pytest.mark.parametrize("system, openmp", [("linux", True), ("darwin", False),

@@ -18,7 +18,9 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
+from . import cpu_kernels
 from .checks import check_mask
 from .masks import causal_mask, combine
 
@@ -69,6 +71,53 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
         if q.device.type != "cpu" or not seen.all():        # (a check that would wait on a GPU)
             out = out.masked_fill(~seen, 0.0)               # fully masked rows -> 0
     return out
+
+
+class _CompiledAttention(torch.autograd.Function):
+    """Attention of all heads from the projections, for the CPU's compiled kernel (see
+    :mod:`transformer_lib.cpu_kernels`): fp32, no dropout on the weights.
+
+    The same function as :func:`fused_attention` on the split heads, but the kernel reads
+    each head's queries, keys and values in place from the projections' (B, L, D) outputs
+    and writes the heads' outputs side by side, so no head is split off or merged with a
+    copy; the backward pass writes the gradients into one buffer shaped like the input, so
+    the projection's gradient needs no ``cat``. It keeps the (B, H, T, S) weights for the
+    backward pass, which suits the short sequences it is used for (``MAX_SCORES``).
+
+    ``x`` is W^Q;W^K;W^V's output (B, T, 3D) when ``kv`` is None (self-attention), else
+    the queries (B, T, D), with ``kv`` the keys and values (B, S, 2D).
+    """
+
+    @staticmethod
+    def forward(ctx, x, kv, mask, h):
+        q, k, v = _CompiledAttention._split(x, kv)
+        B, T, D = q.shape
+        scale = 1.0 / math.sqrt(D // h)
+        mask = None if mask is None else mask.expand(B, h, T, k.shape[1])
+        out, weights = cpu_kernels.load().attention_forward(q, k, v, mask, h, scale)
+        ctx.save_for_backward(x, kv, weights)
+        ctx.scale = scale
+        return out                                                           # (B, T, D)
+
+    @staticmethod
+    def _split(x, kv):
+        if kv is None:
+            return x.chunk(3, dim=-1)
+        return (x, *kv.chunk(2, dim=-1))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        x, kv, weights = ctx.saved_tensors
+        grad_x = torch.empty_like(x)
+        grad_kv = None if kv is None else torch.empty_like(kv)
+        grads = _CompiledAttention._split(grad_x, grad_kv)
+        cpu_kernels.load().attention_backward(grad.contiguous(), *_CompiledAttention._split(x, kv),
+                                              weights, ctx.scale, *grads)
+        return grad_x, grad_kv, None, None
+
+
+MAX_SCORES = 256 * 256      # T x S up to which the compiled kernel keeps the weights
 
 
 class MultiHeadAttention(nn.Module):
@@ -139,6 +188,8 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"memory must have shape ({x.shape[0]}, S, {self.d_model}), "
                              f"got {tuple(memory.shape)}")
         B, T, D = x.shape
+        if self._compiled_for(x, memory, need_weights, cache):
+            return self._compiled(x, memory, mask, is_causal), None
         q, k, v = self._project(x, memory, cache)
         check_mask(mask, "mask", (B, self.h, T, k.shape[2]))
         p = self.dropout if self.training else 0.0
@@ -152,6 +203,36 @@ class MultiHeadAttention(nn.Module):
             out, weights = fused_attention(q, k, v, mask, p, is_causal), None
         out = out.transpose(1, 2).reshape(B, T, D)                           # (B, T, D)
         return self.out_proj(out), (weights if need_weights else None)
+
+    def _compiled_for(self, x: Tensor, memory: Optional[Tensor], need_weights: bool,
+                      cache: Optional[dict]) -> bool:
+        """Whether this call goes through :class:`_CompiledAttention`: the compiled CPU
+        kernels switched on, fp32 without autocast, the fused path, no weights asked for, no
+        dropout on them, no decoding cache, and a short enough sequence."""
+        S = x.shape[1] if memory is None else memory.shape[1]
+        return (cpu_kernels.enabled() and self.fused and not need_weights and cache is None
+                and (self.dropout == 0.0 or not self.training)
+                and x.device.type == "cpu" and x.dtype == torch.float32
+                and self.in_proj.weight.dtype == torch.float32
+                and not torch.is_autocast_enabled("cpu") and x.shape[1] * S <= MAX_SCORES
+                and cpu_kernels.attention_available())
+
+    def _compiled(self, x: Tensor, memory: Optional[Tensor], mask: Optional[Tensor],
+                  is_causal: bool) -> Tensor:
+        """The layer's output through the compiled kernel (see :meth:`_compiled_for`)."""
+        B, T, D = x.shape
+        S = T if memory is None else memory.shape[1]
+        check_mask(mask, "mask", (B, self.h, T, S))
+        if is_causal:
+            mask = combine(mask, causal_mask(T, x.device, past=S - T))
+        if memory is None:
+            out = _CompiledAttention.apply(self.in_proj(x), None, mask, self.h)
+        else:
+            w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                # (D, D), (2D, D)
+            b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
+            out = _CompiledAttention.apply(F.linear(x, w_q, b_q), F.linear(memory, w_kv, b_kv),
+                                           mask, self.h)
+        return self.out_proj(out)                                            # (B, T, D)
 
     def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
         """This layer as a ``torch.nn.MultiheadAttention`` with the same weights, in eval mode

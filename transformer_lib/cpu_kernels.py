@@ -1,19 +1,12 @@
-"""Compiled CPU dropout: the random mask made and applied in one parallel pass.
+"""Compiled CPU kernels for training: dropout, the feed-forward layer and attention.
 
-In eager PyTorch a dropout mask takes many passes over memory: the random numbers
-(:func:`transformer_lib.dropout.random_words`, a dozen element-wise operations), then the
-comparison, the scaling and the multiply (see ``benchmarks/README.md``). The small C++
+**Dropout.** In eager PyTorch a dropout mask takes many passes over memory: the random
+numbers (:func:`transformer_lib.dropout.random_words`, a dozen element-wise operations), then
+the comparison, the scaling and the multiply (see ``benchmarks/README.md``). The small C++
 kernel below does it all in one pass, on every thread: element ``i`` is kept when a 16-bit
 slice of a counter-based random number, read as a signed integer, is at least
 ``round(p * 2^16) - 2^15``, so the mask depends only on a key and on ``i``. The backward
 pass makes the same mask again from the key instead of storing it.
-
-The same pass also serves the feed-forward layer: ``bias_relu_dropout_`` adds the first
-layer's bias, applies ReLU and dropout in place on x W_1^T, and ``relu_dropout_backward_``
-takes the gradient back through ReLU and dropout in place; with them
-:class:`transformer_lib.feedforward.PositionwiseFeedForward` runs as one autograd function
-while the switch is on (the same network as its plain path, two passes over the hidden
-layer fewer).
 
 The random numbers are SplitMix64's (Steele, Lea & Flood, 2014): the ``w``-th output of the
 generator started at ``key`` is ``mix(key + (w + 1) * 0x9E3779B97F4A7C15)``, and one 64-bit
@@ -21,24 +14,42 @@ output gives four elements their 16 bits. Each call draws its key from PyTorch's
 generator, so ``torch.manual_seed`` still makes a run repeatable, and the mask is the same
 whatever the number of threads. It is **the same mask** as the pure-PyTorch path's
 (:func:`transformer_lib.dropout.keep_mask` computes the same generator with tensor
-operations, from a key drawn the same way): switching the kernel on changes the speed, not
-the random draws. Results agree up to floating-point rounding (the feed-forward bias is
-added in another order).
+operations, from a key drawn the same way): switching the kernels on changes the speed, not
+the random draws.
 
-The library leaves it **off by default**: it needs a C++ compiler (the kernel is built with
-``torch.utils.cpp_extension`` on first use, ~30 s, then cached), which not every learner's
-machine has. The training command line (``python -m transformer_lib.train``) switches it on
-where it can be built, and otherwise goes on without it. Elsewhere, turn it on for long CPU
-training::
+**The feed-forward layer.** The same pass serves it: ``bias_relu_dropout_`` adds the first
+layer's bias, applies ReLU and dropout in place on x W_1^T, and ``relu_dropout_backward_``
+takes the gradient back through ReLU and dropout in place; with them
+:class:`transformer_lib.feedforward.PositionwiseFeedForward` runs as one autograd function
+(the same network as its plain path, two passes over the hidden layer fewer).
 
-    from transformer_lib.cpu_kernels import use_compiled_dropout
-    use_compiled_dropout(True)          # or: with use_compiled_dropout(): ...
+**Attention.** ``attention_forward`` and ``attention_backward`` compute every head's
+softmax(Q K^T / sqrt(d_k)) V and its gradients with MKL's batched matrix multiply, reading
+each head's queries, keys and values in place from the projections' outputs: no head is
+split off or merged with a copy, and the backward pass writes the gradients of W^Q, W^K and
+W^V's outputs into one buffer (no ``cat``). It keeps the attention weights for the backward
+pass, so :class:`transformer_lib.attention.MultiHeadAttention` uses it for fp32 sequences of
+up to 256 x 256 scores without dropout on the weights, and PyTorch's fused kernel otherwise.
+Where PyTorch is built without MKL (:func:`attention_available` is False), attention keeps
+PyTorch's kernel and the other two kernels still run.
 
-Only CPU tensors in training mode take it; every other case keeps
-:class:`transformer_lib.dropout.Dropout`'s usual path. This module builds and loads the
-kernel and holds the switch; the autograd functions around it are in
-:mod:`transformer_lib.dropout` (``compiled_dropout``, ``compiled_relu_dropout``) and
-:mod:`transformer_lib.feedforward`.
+With the kernels on, results agree with the plain path up to floating-point rounding (the
+feed-forward bias and the attention sums are added in another order); tests check both.
+
+The library leaves them **off by default**: they need a C++ compiler (the kernels are built
+with ``torch.utils.cpp_extension`` on first use, ~30 s, then cached), which not every
+learner's machine has. The training command line (``python -m transformer_lib.train``)
+switches them on for CPU training where they can be built, and otherwise goes on without
+them. Elsewhere, turn them on for long CPU training::
+
+    from transformer_lib.cpu_kernels import use_compiled_kernels
+    use_compiled_kernels(True)          # or: with use_compiled_kernels(): ...
+
+Only CPU tensors take them (dropout only in training mode); every other case keeps the
+modules' usual paths. This module builds and loads the kernels and holds the switch; the
+autograd functions around them are in :mod:`transformer_lib.dropout` (``compiled_dropout``,
+``compiled_relu_dropout``), :mod:`transformer_lib.feedforward` and
+:mod:`transformer_lib.attention`.
 """
 from __future__ import annotations
 
@@ -57,6 +68,23 @@ SOURCE = r"""
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+// MKL's batched matrix multiply, which PyTorch's x86 Linux builds carry and export. A weak
+// reference: where it is missing, attention_kernel_available() says so and the library
+// uses PyTorch's own attention kernel.
+#if defined(__linux__)
+extern "C" void cblas_sgemm_batch(int layout, const int* transa, const int* transb,
+                                  const int* m, const int* n, const int* k, const float* alpha,
+                                  const float** a, const int* lda, const float** b,
+                                  const int* ldb, const float* beta, float** c, const int* ldc,
+                                  int group_count, const int* group_size) __attribute__((weak));
+bool batched_gemm_linked() { return cblas_sgemm_batch != nullptr; }
+#else
+bool batched_gemm_linked() { return false; }
+#endif
 
 namespace {
 
@@ -208,6 +236,183 @@ torch::Tensor relu_dropout_backward_(torch::Tensor grad, const torch::Tensor& y,
   });
   return grad;
 }
+
+// ---- attention: softmax(Q K^T * scale, masked) V for every batch row and head ----
+
+namespace {
+
+// One group of row-major products of the same shape: C_i = alpha op(A_i) op(B_i), each
+// matrix addressed by its first element and its row stride, so that a head's queries, keys
+// and values are read in place from the (B, L, D) projections, without copies.
+struct Products {
+  std::vector<const float*> a, b;
+  std::vector<float*> c;
+  void add(const float* a_i, const float* b_i, float* c_i) {
+    a.push_back(a_i);
+    b.push_back(b_i);
+    c.push_back(c_i);
+  }
+  void run(bool trans_a, bool trans_b, int m, int n, int k, float alpha, int64_t lda,
+           int64_t ldb, int64_t ldc) {
+#if defined(__linux__)
+    const int ta = trans_a ? 112 : 111, tb = trans_b ? 112 : 111;    // CblasTrans, NoTrans
+    const int la = static_cast<int>(lda), lb = static_cast<int>(ldb),
+              lc = static_cast<int>(ldc), size = static_cast<int>(c.size());
+    const float beta = 0.0f;
+    cblas_sgemm_batch(101, &ta, &tb, &m, &n, &k, &alpha, a.data(), &la, b.data(), &lb,  // row-major
+                      &beta, c.data(), &lc, 1, &size);
+#endif
+  }
+};
+
+// exp(x) for x <= 0 (scores minus their row maximum): 2^n * e^r with |r| <= ln(2) / 2 and
+// e^r by its Taylor polynomial; relative error ~1e-7. Below -87 it returns 0, not a
+// subnormal number (they make the matrix multiplies that follow many times slower).
+inline float exp_nonpositive(float x_in) {
+  const float x = std::max(x_in, -87.0f);
+  const float n = std::nearbyint(x * 1.44269504088896341f);           // x / ln 2
+  const float r = x - n * 0.693147180559945309f;
+  float e = 1.0f / 5040;
+  e = e * r + 1.0f / 720;
+  e = e * r + 1.0f / 120;
+  e = e * r + 1.0f / 24;
+  e = e * r + 1.0f / 6;
+  e = e * r + 0.5f;
+  e = e * r + 1.0f;
+  e = e * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;            // 2^n
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return x_in < -87.0f ? 0.0f : e * two_n;
+}
+
+void check_rows(const torch::Tensor& x, const char* name, int64_t B, int64_t D) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat && x.dim() == 3 &&
+              x.size(0) == B && x.size(2) == D && x.stride(2) == 1,
+              "attention kernel: ", name, " must be a float32 CPU tensor of shape (", B,
+              ", L, ", D, ") with unit stride along D, got ", x.scalar_type(), " ", x.sizes(),
+              " strides ", x.strides());
+}
+
+}  // namespace
+
+bool attention_kernel_available() { return batched_gemm_linked(); }
+
+// q: (B, T, D); k, v: (B, S, D); row strides free, unit stride along D (so they may be
+// slices of one projection's output). mask: bool, (B, H, T, S) after expand (any strides),
+// True = may attend; or None. Returns (out (B, T, D) with the heads side by side, weights
+// (B, H, T, S)). A query row with nothing to attend to gets weights 0 and output 0.
+std::vector<torch::Tensor> attention_forward(const torch::Tensor& q, const torch::Tensor& k,
+                                             const torch::Tensor& v,
+                                             const c10::optional<torch::Tensor>& mask,
+                                             int64_t heads, double scale) {
+  TORCH_CHECK(attention_kernel_available(), "attention kernel: MKL's cblas_sgemm_batch is "
+              "not linked in this PyTorch build");
+  const int64_t B = q.size(0), T = q.size(1), D = q.size(2), S = k.size(1), H = heads;
+  TORCH_CHECK(H > 0 && D % H == 0, "attention kernel: heads must divide D");
+  check_rows(q, "q", B, D);
+  check_rows(k, "k", B, D);
+  check_rows(v, "v", B, D);
+  TORCH_CHECK(v.size(1) == S, "attention kernel: k and v must have the same length");
+  const bool masked = mask.has_value() && mask->defined();
+  if (masked)
+    TORCH_CHECK(mask->scalar_type() == at::kBool && mask->dim() == 4 && mask->size(0) == B &&
+                mask->size(1) == H && mask->size(2) == T && mask->size(3) == S,
+                "attention kernel: mask must be bool of shape (B, H, T, S), got ",
+                mask->sizes());
+  const int64_t dk = D / H;
+  torch::Tensor out = torch::empty({B, T, D}, q.options());
+  torch::Tensor weights = torch::empty({B, H, T, S}, q.options());
+  float* w = weights.data_ptr<float>();
+  Products scores, mix;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      float* w_bh = w + (b * H + h) * T * S;
+      scores.add(q.const_data_ptr<float>() + b * q.stride(0) + h * dk,
+                 k.const_data_ptr<float>() + b * k.stride(0) + h * dk, w_bh);
+      mix.add(w_bh, v.const_data_ptr<float>() + b * v.stride(0) + h * dk,
+              out.data_ptr<float>() + b * T * D + h * dk);
+    }
+  scores.run(false, true, T, S, dk, static_cast<float>(scale), q.stride(1), k.stride(1), S);
+  const bool* m = masked ? mask->const_data_ptr<bool>() : nullptr;
+  const int64_t mb = masked ? mask->stride(0) : 0, mh = masked ? mask->stride(1) : 0,
+                mt = masked ? mask->stride(2) : 0, ms = masked ? mask->stride(3) : 0;
+  at::parallel_for(0, B * H * T, 64, [&](int64_t begin, int64_t end) {     // softmax rows
+    for (int64_t row = begin; row < end; ++row) {
+      float* __restrict__ x = w + row * S;
+      if (masked) {
+        const int64_t t = row % T, h = (row / T) % H, b = row / (T * H);
+        const bool* m_row = m + b * mb + h * mh + t * mt;
+        for (int64_t s = 0; s < S; ++s)
+          if (!m_row[s * ms]) x[s] = -INFINITY;
+      }
+      float top = -INFINITY;
+      for (int64_t s = 0; s < S; ++s) top = std::max(top, x[s]);
+      if (top == -INFINITY) {                               // nothing to attend to: zeros
+        for (int64_t s = 0; s < S; ++s) x[s] = 0.0f;
+        continue;
+      }
+      float sum = 0.0f;
+      for (int64_t s = 0; s < S; ++s) {
+        x[s] = exp_nonpositive(x[s] - top);
+        sum += x[s];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t s = 0; s < S; ++s) x[s] *= inv;
+    }
+  });
+  mix.run(false, false, T, dk, S, 1.0f, S, v.stride(1), D);
+  return {out, weights};
+}
+
+// The backward pass of attention_forward: from grad (B, T, D) and the forward's weights,
+// writes the gradients of q, k and v into grad_q, grad_k, grad_v (same shapes and layout
+// rules as q, k, v; they may be slices of one buffer).
+void attention_backward(const torch::Tensor& grad, const torch::Tensor& q,
+                        const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& weights, double scale, torch::Tensor grad_q,
+                        torch::Tensor grad_k, torch::Tensor grad_v) {
+  const int64_t B = q.size(0), T = q.size(1), D = q.size(2), S = k.size(1);
+  const int64_t H = weights.size(1), dk = D / H;
+  check_rows(grad, "grad", B, D);
+  check_rows(q, "q", B, D);
+  check_rows(grad_q, "grad_q", B, D);
+  check_rows(k, "k", B, D);
+  check_rows(v, "v", B, D);
+  check_rows(grad_k, "grad_k", B, D);
+  check_rows(grad_v, "grad_v", B, D);
+  TORCH_CHECK(weights.is_contiguous() && weights.size(2) == T && weights.size(3) == S,
+              "attention kernel: weights must be the forward's (B, H, T, S) output");
+  const float* w = weights.const_data_ptr<float>();
+  torch::Tensor grad_scores = torch::empty_like(weights);            // dL/d(scores)
+  float* gs = grad_scores.data_ptr<float>();
+  Products to_weights, to_v, to_q, to_k;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t bh = b * H + h;
+      const float* g = grad.const_data_ptr<float>() + b * grad.stride(0) + h * dk;
+      to_weights.add(g, v.const_data_ptr<float>() + b * v.stride(0) + h * dk, gs + bh * T * S);
+      to_v.add(w + bh * T * S, g, grad_v.data_ptr<float>() + b * grad_v.stride(0) + h * dk);
+      to_q.add(gs + bh * T * S, k.const_data_ptr<float>() + b * k.stride(0) + h * dk,
+               grad_q.data_ptr<float>() + b * grad_q.stride(0) + h * dk);
+      to_k.add(gs + bh * T * S, q.const_data_ptr<float>() + b * q.stride(0) + h * dk,
+               grad_k.data_ptr<float>() + b * grad_k.stride(0) + h * dk);
+    }
+  to_weights.run(false, true, T, S, dk, 1.0f, grad.stride(1), v.stride(1), S);  // dL/dW = G V^T
+  at::parallel_for(0, B * H * T, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {    // through the softmax: W * (dW - <W, dW>)
+      const float* __restrict__ p = w + row * S;
+      float* __restrict__ x = gs + row * S;
+      float dot = 0.0f;
+      for (int64_t s = 0; s < S; ++s) dot += p[s] * x[s];
+      for (int64_t s = 0; s < S; ++s) x[s] = p[s] * (x[s] - dot);
+    }
+  });
+  const float sc = static_cast<float>(scale);
+  to_v.run(true, false, S, dk, T, 1.0f, S, grad.stride(1), grad_v.stride(1));     // W^T G
+  to_q.run(false, false, T, dk, S, sc, S, k.stride(1), grad_q.stride(1));         // dS K
+  to_k.run(true, false, S, dk, T, sc, S, q.stride(1), grad_k.stride(1));          // dS^T Q
+}
 """
 
 _enabled = False
@@ -224,7 +429,7 @@ def _build_name() -> str:
     except OSError:
         pass
     digest = hashlib.sha1(f"{SOURCE}{torch.__version__}{cpu}".encode()).hexdigest()[:12]
-    return f"transformer_lib_dropout_{digest}"
+    return f"transformer_lib_kernels_{digest}"
 
 
 def _compiler_flags() -> list:
@@ -249,35 +454,43 @@ def load() -> ModuleType:
             import ninja
             os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
         except ImportError:
-            raise RuntimeError("compiled dropout needs the ninja build tool: "
+            raise RuntimeError("the compiled CPU kernels need the ninja build tool: "
                                "pip install ninja") from None
     if shutil.which(os.environ.get("CXX", "c++")) is None:
-        raise RuntimeError("compiled dropout needs a C++ compiler (c++, or the one named by "
-                           "$CXX); install one, or leave compiled dropout off")
+        raise RuntimeError("the compiled CPU kernels need a C++ compiler (c++, or the one named "
+                           "by $CXX); install one, or leave them off")
     from torch.utils.cpp_extension import load_inline
     try:
         _module = load_inline(_build_name(), cpp_sources=SOURCE,
                               functions=["dropout", "relu_dropout", "bias_relu_dropout_",
-                                         "relu_dropout_backward_"],
+                                         "relu_dropout_backward_",
+                                         "attention_kernel_available", "attention_forward",
+                                         "attention_backward"],
                               extra_cflags=_compiler_flags())
     except Exception as e:                      # compiler errors come as RuntimeError/OSError
-        raise RuntimeError(f"building the compiled dropout kernel failed ({e.__class__.__name__})"
-                           f"; leave compiled dropout off. Details:\n{e}") from e
+        raise RuntimeError(f"building the compiled CPU kernels failed ({e.__class__.__name__})"
+                           f"; leave them off. Details:\n{e}") from e
     return _module
 
 
+def attention_available() -> bool:
+    """Whether the compiled attention kernel can run here: it needs MKL's batched matrix
+    multiply, which PyTorch's x86 Linux builds carry. Builds the kernels if need be."""
+    return bool(load().attention_kernel_available())
+
+
 def enabled() -> bool:
-    """Whether :class:`transformer_lib.dropout.Dropout` uses the compiled kernel on the CPU."""
+    """Whether the compiled CPU kernels are switched on (:class:`use_compiled_kernels`)."""
     return _enabled
 
 
-class use_compiled_dropout:
-    """Turn the compiled CPU dropout on (or off), for good or, as a context manager, for a
-    ``with`` block. Turning it on builds the kernel now, so a missing compiler is reported
+class use_compiled_kernels:
+    """Turn the compiled CPU kernels on (or off), for good or, as a context manager, for a
+    ``with`` block. Turning them on builds them now, so a missing compiler is reported
     here and not in the middle of training.
 
-    >>> use_compiled_dropout(True)                       # doctest: +SKIP
-    >>> with use_compiled_dropout(False): ...            # doctest: +SKIP
+    >>> use_compiled_kernels(True)                       # doctest: +SKIP
+    >>> with use_compiled_kernels(False): ...            # doctest: +SKIP
     """
 
     def __init__(self, enable: bool = True):
@@ -288,7 +501,7 @@ class use_compiled_dropout:
             load()
         self.previous, _enabled = _enabled, enable
 
-    def __enter__(self) -> "use_compiled_dropout":
+    def __enter__(self) -> "use_compiled_kernels":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -137,7 +137,7 @@ class Dropout(nn.Dropout):
     Each element is kept with probability 1 - p and scaled by 1 / (1 - p). On the CPU the
     mask comes from :func:`keep_mask` (p rounded to a multiple of 2^-16: 0.1 becomes
     0.100006), several times faster than ``nn.Dropout``'s ``bernoulli_`` draw.
-    Other devices use ``F.dropout``. With :func:`transformer_lib.cpu_kernels.use_compiled_dropout`
+    Other devices use ``F.dropout``. With :func:`transformer_lib.cpu_kernels.use_compiled_kernels`
     turned on, a compiled kernel makes the same CPU masks, faster.
 
     Shape: any -> the same.

@@ -9,8 +9,8 @@ Examples::
         --vocab-size 8000 --preset base --steps 100000 --max-tokens 25000 --out runs/base
     # two processes on one machine (DDP; gloo on CPU, NCCL on GPUs)
     torchrun --nproc_per_node=2 -m transformer_lib.train --task dates --out runs/ddp
-    # without the compiled CPU kernel (used by default where a C++ compiler can build it)
-    python -m transformer_lib.train --task dates --out runs/plain --no-compiled-dropout
+    # without the compiled CPU kernels (used by default where a C++ compiler can build them)
+    python -m transformer_lib.train --task dates --out runs/plain --no-compiled-kernels
     # continue a run where it stopped
     python -m transformer_lib.train --task dates --steps 6000 --out runs/dates --resume
 """
@@ -88,12 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue --out/--name")
     train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    train.add_argument("--compiled-dropout", action=argparse.BooleanOptionalAction,
-                       help="CPU dropout masks and the feed-forward layer through a compiled "
-                            "kernel: the same masks, faster steps (built on first use, ~30 s, "
-                            "then cached; see transformer_lib.cpu_kernels). Default: on when "
-                            "training on a CPU and a C++ compiler can build it, else off; "
-                            "--compiled-dropout: on, or stop if it cannot be built")
+    train.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction,
+                       help="CPU dropout masks, the feed-forward layer and attention through "
+                            "compiled kernels: the same masks, faster steps (built on first "
+                            "use, ~30 s, then cached; see transformer_lib.cpu_kernels). "
+                            "Default: on when training on a CPU and a C++ compiler can build "
+                            "them, else off; --compiled-kernels: on, or stop if they cannot be "
+                            "built")
     train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
                        default=True,
                        help="Linux with glibc: malloc keeps what a step frees for the next step "
@@ -218,33 +219,33 @@ def run(args, ckpt_path: Path) -> Trainer:
     return trainer
 
 
-def wants_compiled_dropout(parser: argparse.ArgumentParser, args) -> bool:
-    """Whether this run uses the compiled CPU kernel; builds it now (once), not mid-training.
+def wants_compiled_kernels(parser: argparse.ArgumentParser, args) -> bool:
+    """Whether this run uses the compiled CPU kernels; builds them now (once), not
+    mid-training.
 
-    ``--compiled-dropout``: yes, or a usage error naming the flag if it cannot be built.
-    ``--no-compiled-dropout``: no. Neither (the default): yes for CPU training where it can be
-    built, else a one-line note and PyTorch's own kernels (the same masks, slower).
+    ``--compiled-kernels``: yes, or a usage error naming the flag if it cannot be built.
+    ``--no-compiled-kernels``: no. Neither (the default): yes for CPU training where they
+    can be built, else a one-line note and PyTorch's own kernels (the same masks, slower).
     """
-    if args.compiled_dropout is False:
+    if args.compiled_kernels is False:
         return False
-    if args.compiled_dropout is None and (pick_device(args.device).type != "cpu"
-                                          or args.dropout == 0.0):
-        return False                    # the kernel is for CPU tensors, with 0 < P_drop < 1
+    if args.compiled_kernels is None and pick_device(args.device).type != "cpu":
+        return False                    # the kernels are for CPU tensors
     main_process = os.environ.get("RANK", "0") == "0"
     if main_process:
-        print("compiled CPU dropout: loading the kernel (the first run builds it, ~30 s) ...",
+        print("compiled CPU kernels: loading (the first run builds them, ~30 s) ...",
               flush=True)
     try:
         cpu_kernels.load()
     except RuntimeError as e:
-        if args.compiled_dropout:
-            parser.error(f"--compiled-dropout: {e}")
+        if args.compiled_kernels:
+            parser.error(f"--compiled-kernels: {e}")
         if main_process:
-            print(f"compiled CPU dropout: off ({str(e).splitlines()[0]}); the same training "
-                  "with PyTorch's own kernels (--no-compiled-dropout skips this)")
+            print(f"compiled CPU kernels: off ({str(e).splitlines()[0]}); the same training "
+                  "with PyTorch's own kernels (--no-compiled-kernels skips this)")
         return False
     if main_process:
-        print("compiled CPU dropout: on (--no-compiled-dropout: PyTorch's own kernels)")
+        print("compiled CPU kernels: on (--no-compiled-kernels: PyTorch's own kernels)")
     return True
 
 
@@ -256,7 +257,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.keep_freed_memory:
         keep_freed_memory()
-    with cpu_kernels.use_compiled_dropout(wants_compiled_dropout(parser, args)):
+    with cpu_kernels.use_compiled_kernels(wants_compiled_kernels(parser, args)):
         trainer = run(args, ckpt_path)
     if trainer.dist.is_main:
         print(f"checkpoint: {ckpt_path} (step {trainer.step})")
