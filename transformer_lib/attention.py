@@ -9,6 +9,11 @@ Two paths compute the same thing and are proven equal by the tests:
 
 A query whose every key is masked gets all-zero weights and a zero output in both paths
 (a plain softmax over ``-inf`` only would give NaN).
+
+With the compiled CPU kernels switched on (:mod:`transformer_lib.cpu_kernels`; the training
+command line does it), :class:`MultiHeadAttention` takes a third path for short fp32
+sequences on the CPU, :class:`_CompiledAttention`: the same function, with every head read
+in place from the projections (tests check it against both paths above).
 """
 from __future__ import annotations
 

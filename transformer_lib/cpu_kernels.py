@@ -270,7 +270,8 @@ struct Products {
 // subnormal number (they make the matrix multiplies that follow many times slower).
 inline float exp_nonpositive(float x_in) {
   const float x = std::max(x_in, -87.0f);
-  const float n = std::nearbyint(x * 1.44269504088896341f);           // x / ln 2
+  const float round = 12582912.0f;                  // 1.5 * 2^23: adding it rounds to integer
+  const float n = (x * 1.44269504088896341f + round) - round;        // x / ln 2, rounded
   const float r = x - n * 0.693147180559945309f;
   float e = 1.0f / 5040;
   e = e * r + 1.0f / 720;
@@ -342,22 +343,30 @@ std::vector<torch::Tensor> attention_forward(const torch::Tensor& q, const torch
       float* __restrict__ x = w + row * S;
       if (masked) {
         const int64_t t = row % T, h = (row / T) % H, b = row / (T * H);
-        const bool* m_row = m + b * mb + h * mh + t * mt;
-        for (int64_t s = 0; s < S; ++s)
-          if (!m_row[s * ms]) x[s] = -INFINITY;
+        const bool* __restrict__ m_row = m + b * mb + h * mh + t * mt;
+        if (ms == 1) {
+#pragma omp simd
+          for (int64_t s = 0; s < S; ++s) x[s] = m_row[s] ? x[s] : -INFINITY;
+        } else {
+          for (int64_t s = 0; s < S; ++s) x[s] = m_row[s * ms] ? x[s] : -INFINITY;
+        }
       }
+      // (`omp simd` lets the compiler vectorise the max and the sum, in any order.)
       float top = -INFINITY;
+#pragma omp simd reduction(max : top)
       for (int64_t s = 0; s < S; ++s) top = std::max(top, x[s]);
       if (top == -INFINITY) {                               // nothing to attend to: zeros
         for (int64_t s = 0; s < S; ++s) x[s] = 0.0f;
         continue;
       }
       float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
       for (int64_t s = 0; s < S; ++s) {
         x[s] = exp_nonpositive(x[s] - top);
         sum += x[s];
       }
       const float inv = 1.0f / sum;
+#pragma omp simd
       for (int64_t s = 0; s < S; ++s) x[s] *= inv;
     }
   });
@@ -404,7 +413,9 @@ void attention_backward(const torch::Tensor& grad, const torch::Tensor& q,
       const float* __restrict__ p = w + row * S;
       float* __restrict__ x = gs + row * S;
       float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
       for (int64_t s = 0; s < S; ++s) dot += p[s] * x[s];
+#pragma omp simd
       for (int64_t s = 0; s < S; ++s) x[s] = p[s] * (x[s] - dot);
     }
   });
