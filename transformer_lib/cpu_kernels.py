@@ -29,7 +29,7 @@ each head's queries, keys and values in place from the projections' outputs: no 
 split off or merged with a copy, and the backward pass writes the gradients of W^Q, W^K and
 W^V's outputs into one buffer (no ``cat``). It keeps the attention weights for the backward
 pass, so :class:`transformer_lib.attention.MultiHeadAttention` uses it for fp32 sequences of
-up to 256 x 256 scores without dropout on the weights, and PyTorch's fused kernel otherwise.
+up to 128 x 128 scores without dropout on the weights, and PyTorch's fused kernel otherwise.
 Where PyTorch is built without MKL (:func:`attention_available` is False), attention keeps
 PyTorch's kernel and the other two kernels still run.
 
