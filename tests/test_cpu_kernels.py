@@ -349,8 +349,9 @@ def test_attention_kernel_with_the_causal_flag_and_other_head_counts(attention_c
 
 @needs_mkl
 def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
-    """Weights asked for, a decoding cache, autocast, dropout on the weights in training, a
-    long sequence or no MKL: PyTorch's kernel (or the explicit path), as without the switch."""
+    """Weights asked for, a decoding cache, low-precision weights, dropout on the weights in
+    training, a long sequence or no MKL: PyTorch's kernel (or the explicit path), as without
+    the switch."""
     torch.manual_seed(2)
     layer = MultiHeadAttention(16, 2).train()
     x = torch.randn(2, 5, 16)
@@ -364,8 +365,6 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     assert calls(x) == 1
     assert calls(x, need_weights=True) == 0
     assert calls(x, cache={}) == 0
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert calls(x) == 0
     layer.double()
     assert calls(x.double()) == 0                   # float32 only
     layer.float()
@@ -379,6 +378,28 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     monkeypatch.setattr(cpu_kernels, "attention_available", lambda: False)
     assert calls(x) == 0
     assert len(attention_calls) == 3
+
+
+@needs_mkl
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_attention_kernel_under_autocast_equals_the_fused_path(attention_calls, cross):
+    """Under bf16 autocast the projections come in bf16; the kernel works in fp32, as the
+    fused path does, so both give the same bf16 output and gradients up to rounding."""
+    torch.manual_seed(3)
+    layer = MultiHeadAttention(32, 4)
+    x0, m0 = torch.randn(4, 7, 32), torch.randn(4, 5, 32)
+    mask = MASKS["padding"](4, 7, 5 if cross else 7)
+    results = []
+    for switch in (True, False):
+        x = x0.clone().requires_grad_()
+        memory = m0.clone().requires_grad_() if cross else None
+        with use_compiled_kernels(switch), torch.autocast("cpu", dtype=torch.bfloat16):
+            results.append(layer_and_grads(layer, x, memory, mask))
+    assert len(attention_calls) == 1
+    assert results[0][0].dtype == torch.bfloat16
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
 
 
 @needs_mkl

@@ -213,14 +213,15 @@ class MultiHeadAttention(nn.Module):
     def _compiled_for(self, x: Tensor, memory: Optional[Tensor], need_weights: bool,
                       cache: Optional[dict]) -> bool:
         """Whether this call goes through :class:`_CompiledAttention`: the compiled CPU
-        kernels switched on, fp32 without autocast, the fused path, no weights asked for, no
-        dropout on them, no decoding cache, and a short enough sequence."""
+        kernels switched on, fp32 inputs and weights (under CPU autocast too: the kernel then
+        works in fp32, as :func:`fused_attention` does), the fused path, no weights asked
+        for, no dropout on them, no decoding cache, and a short enough sequence."""
         S = x.shape[1] if memory is None else memory.shape[1]
         return (cpu_kernels.enabled() and self.fused and not need_weights and cache is None
                 and (self.dropout == 0.0 or not self.training)
                 and x.device.type == "cpu" and x.dtype == torch.float32
                 and self.in_proj.weight.dtype == torch.float32
-                and not torch.is_autocast_enabled("cpu") and x.shape[1] * S <= MAX_SCORES
+                and x.shape[1] * S <= MAX_SCORES
                 and cpu_kernels.attention_available())
 
     def _compiled(self, x: Tensor, memory: Optional[Tensor], mask: Optional[Tensor],
@@ -231,13 +232,14 @@ class MultiHeadAttention(nn.Module):
         check_mask(mask, "mask", (B, self.h, T, S))
         if is_causal:
             mask = combine(mask, causal_mask(T, x.device, past=S - T))
+        # .float(): nothing in fp32; under autocast the projections come in bf16/fp16
         if memory is None:
-            out = _CompiledAttention.apply(self.in_proj(x), None, mask, self.h)
+            out = _CompiledAttention.apply(self.in_proj(x).float(), None, mask, self.h)
         else:
             w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                # (D, D), (2D, D)
             b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
-            out = _CompiledAttention.apply(F.linear(x, w_q, b_q), F.linear(memory, w_kv, b_kv),
-                                           mask, self.h)
+            out = _CompiledAttention.apply(F.linear(x, w_q, b_q).float(),
+                                           F.linear(memory, w_kv, b_kv).float(), mask, self.h)
         return self.out_proj(out)                                            # (B, T, D)
 
     def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
