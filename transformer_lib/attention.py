@@ -80,7 +80,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
 
 class _CompiledAttention(torch.autograd.Function):
     """Attention of all heads from the projections, for the CPU's compiled kernel (see
-    :mod:`transformer_lib.cpu_kernels`): fp32, no dropout on the weights.
+    :mod:`transformer_lib.cpu_kernels`): in fp32, no dropout on the weights.
 
     The same function as :func:`fused_attention` on the split heads, but the kernel reads
     each head's queries, keys and values in place from the projections' (B, L, D) outputs
@@ -116,9 +116,10 @@ class _CompiledAttention(torch.autograd.Function):
         x, kv, weights = ctx.saved_tensors
         grad_x = torch.empty_like(x)
         grad_kv = None if kv is None else torch.empty_like(kv)
-        grads = _CompiledAttention._split(grad_x, grad_kv)
-        cpu_kernels.load().attention_backward(grad.contiguous(), *_CompiledAttention._split(x, kv),
-                                              weights, ctx.scale, *grads)
+        inputs = _CompiledAttention._split(x, kv)
+        grads = _CompiledAttention._split(grad_x, grad_kv)                  # views to fill
+        cpu_kernels.load().attention_backward(grad.contiguous(), *inputs, weights, ctx.scale,
+                                              *grads)
         return grad_x, grad_kv, None, None
 
 
@@ -160,6 +161,15 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = x.shape
         return x.view(B, L, self.h, self.d_k).transpose(1, 2)               # (B, H, L, d_k)
 
+    def _cross_weights(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """W^Q, b^Q and the stacked W^K;W^V, b^K;b^V for cross-attention: queries come from
+        x, keys and values from the memory. One ``split`` each, so the backward pass is one
+        ``cat``, not two zero-filled weight-sized gradients added together."""
+        D = self.d_model
+        w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                    # (D, D), (2D, D)
+        b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
+        return w_q, b_q, w_kv, b_kv
+
     def _project(self, x: Tensor, memory: Optional[Tensor],
                  cache: Optional[dict]) -> Tuple[Tensor, Tensor, Tensor]:
         D = self.d_model
@@ -172,8 +182,7 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat((cache["v"], v), dim=2)
                 cache["k"], cache["v"] = k, v
         else:                                                # cross-attention
-            w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                # (D, D), (2D, D)
-            b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
+            w_q, b_q, w_kv, b_kv = self._cross_weights()
             q = F.linear(x, w_q, b_q)                                        # (B, T, D)
             if cache is not None and "k" in cache:           # memory projected once per sequence
                 k, v = cache["k"], cache["v"]
@@ -227,7 +236,7 @@ class MultiHeadAttention(nn.Module):
     def _compiled(self, x: Tensor, memory: Optional[Tensor], mask: Optional[Tensor],
                   is_causal: bool) -> Tensor:
         """The layer's output through the compiled kernel (see :meth:`_compiled_for`)."""
-        B, T, D = x.shape
+        B, T, _ = x.shape
         S = T if memory is None else memory.shape[1]
         check_mask(mask, "mask", (B, self.h, T, S))
         if is_causal:
@@ -236,8 +245,7 @@ class MultiHeadAttention(nn.Module):
         if memory is None:
             out = _CompiledAttention.apply(self.in_proj(x).float(), None, mask, self.h)
         else:
-            w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                # (D, D), (2D, D)
-            b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
+            w_q, b_q, w_kv, b_kv = self._cross_weights()
             out = _CompiledAttention.apply(F.linear(x, w_q, b_q).float(),
                                            F.linear(memory, w_kv, b_kv).float(), mask, self.h)
         return self.out_proj(out)                                            # (B, T, D)

@@ -28,8 +28,9 @@ softmax(Q K^T / sqrt(d_k)) V and its gradients with MKL's batched matrix multipl
 each head's queries, keys and values in place from the projections' outputs: no head is
 split off or merged with a copy, and the backward pass writes the gradients of W^Q, W^K and
 W^V's outputs into one buffer (no ``cat``). It keeps the attention weights for the backward
-pass, so :class:`transformer_lib.attention.MultiHeadAttention` uses it for fp32 sequences of
-up to 128 x 128 scores without dropout on the weights, and PyTorch's fused kernel otherwise.
+pass, so :class:`transformer_lib.attention.MultiHeadAttention` uses it for fp32 weights
+(under CPU autocast too, computing in fp32 like the fused path), sequences of up to
+128 x 128 scores and no dropout on the weights, and PyTorch's fused kernel otherwise.
 Where PyTorch is built without MKL (:func:`attention_available` is False), attention keeps
 PyTorch's kernel and the other two kernels still run.
 
