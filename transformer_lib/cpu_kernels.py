@@ -31,8 +31,8 @@ W^V's outputs into one buffer (no ``cat``). It keeps the attention weights for t
 pass, so :class:`transformer_lib.attention.MultiHeadAttention` uses it for fp32 weights
 (under CPU autocast too, computing in fp32 like the fused path), sequences of up to
 128 x 128 scores and no dropout on the weights, and PyTorch's fused kernel otherwise.
-Where PyTorch is built without MKL (:func:`attention_available` is False), attention keeps
-PyTorch's kernel and the other two kernels still run.
+Where PyTorch has no MKL batched multiply, or off Linux (:func:`attention_available` is
+False), attention keeps PyTorch's kernel and the other two kernels still run.
 
 With the kernels on, results agree with the plain path up to floating-point rounding (the
 feed-forward bias and the attention sums are added in another order); tests check both.
@@ -46,8 +46,8 @@ them. Elsewhere, turn them on for long CPU training::
     from transformer_lib.cpu_kernels import use_compiled_kernels
     use_compiled_kernels(True)          # or: with use_compiled_kernels(): ...
 
-Only CPU tensors take them (dropout only in training mode); every other case keeps the
-modules' usual paths. This module builds and loads the kernels and holds the switch; the
+Only CPU tensors take them (dropout and the feed-forward layer only in training, with
+0 < p < 1); every other case keeps the modules' usual paths. This module builds and loads the kernels and holds the switch; the
 autograd functions around them are in :mod:`transformer_lib.dropout` (``compiled_dropout``,
 ``compiled_relu_dropout``), :mod:`transformer_lib.feedforward` and
 :mod:`transformer_lib.attention`.
