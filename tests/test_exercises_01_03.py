@@ -54,12 +54,18 @@ def test_one_hot_lookup():
     assert failed_with(ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids) @ w), "raised")
 
 
-def make_embedding(scale="sqrt", padding=True, zero_pad=True, bad_attr=False):
+def make_embedding(scale="sqrt", padding=True, zero_pad=True, bad_attr=False, std="right"):
     class Emb(nn.Module):
         def __init__(self, vocab, d_model, pad_id):
             super().__init__()
             self.lookup = nn.Embedding(vocab, d_model, padding_idx=pad_id if padding else None)
-            if not zero_pad:
+            if std != "default":                   # nn.Embedding's own init is N(0, 1)
+                nn.init.normal_(self.lookup.weight,
+                                std={"right": d_model ** -0.5, "1/d": 1 / d_model}[std])
+                if zero_pad:
+                    with torch.no_grad():
+                        self.lookup.weight[pad_id].zero_()
+            elif not zero_pad:
                 nn.init.normal_(self.lookup.weight)
             self.d_model = d_model
 
@@ -83,6 +89,32 @@ def test_scaled_embedding():
                        "<pad> vector is not zero")
     assert failed_with(ex01.check_scaled_embedding(make_embedding(bad_attr=True)),
                        "AttributeError", "before it is assigned")
+
+
+def test_scaled_embedding_initialisation():
+    fb = ex01.check_scaled_embedding(make_embedding())
+    assert "N(0, 1/d_model)" in str(fb)
+    assert failed_with(ex01.check_scaled_embedding(make_embedding(std="default")),
+                       "expected about 1/sqrt(d_model) = 0.125", "PyTorch's default N(0, 1)")
+    fb = ex01.check_scaled_embedding(make_embedding(std="1/d"))
+    assert failed_with(fb, "nn.init.normal_") and "default" not in str(fb)
+
+
+def test_scaled_embedding_library_module_passes():
+    from transformer_lib import TokenEmbedding
+    fb = ex01.check_scaled_embedding(TokenEmbedding)
+    assert fb, str(fb)
+
+
+@pytest.mark.parametrize("checker, answer", [
+    (ex01.check_text_to_ids, ex01.reference_encode),
+    (ex01.check_one_hot_lookup, lambda ids, w: w[ids]),
+    (ex01.check_scaled_embedding, make_embedding()),
+    (ex01.check_scaled_embedding, stub)])
+def test_embedding_checkers_leave_global_rng_alone(checker, answer):
+    state = torch.get_rng_state()
+    checker(answer)
+    assert torch.equal(state, torch.get_rng_state())
 
 
 # --- 02 positional ----------------------------------------------------------------------

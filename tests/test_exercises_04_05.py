@@ -181,6 +181,11 @@ def test_causal_wrong(wrong, diagnosis):
     assert diagnosis in text(fb)
 
 
+def test_causal_not_a_tensor():
+    fb = check_causal_mask(lambda T: [[j <= i for j in range(T)] for i in range(T)])
+    assert not fb.passed and "should return a torch.Tensor, got list" in text(fb)
+
+
 # 05, exercise 2: cross-attention -------------------------------------------------------
 def cross(y, memory, w_q, w_k, w_v, q_from="y", kv_from="memory", scale="d_k", dim=-1):
     src = {"y": y, "memory": memory}

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import Feedback, check_tensor, run_learner_code
+from . import Feedback, check_tensor, keeps_rng, run_learner_code
 
 #: The tiny vocabulary the checkers use (the notebook builds the same kind of table).
 VOCAB = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "the": 4, "cat": 5, "sat": 6, "on": 7,
@@ -36,6 +36,7 @@ def _diagnose_encode(fb: Feedback, got: torch.Tensor, sentence: str) -> None:
         fb.fail("an unknown word should map to <unk>, not be dropped or given another id")
 
 
+@keeps_rng
 def check_text_to_ids(encode) -> Feedback:
     """``encode(sentence, vocab, length)`` -> (length,) long tensor: <s> ... </s> <pad>..."""
     fb = Feedback("Exercise 1 (text to ids)")
@@ -57,6 +58,7 @@ def check_text_to_ids(encode) -> Feedback:
     return fb
 
 
+@keeps_rng
 def check_one_hot_lookup(lookup) -> Feedback:
     """``lookup(ids, weight)`` -> one_hot(ids) @ weight, without nn.Embedding."""
     fb = Feedback("Exercise 2 (embedding as one-hot @ matrix)")
@@ -100,9 +102,31 @@ def _attribute_hint(fb: Feedback) -> Feedback:
     return fb
 
 
+def _check_init(fb: Feedback, module_cls) -> None:
+    """The weights (pad row aside) should start at N(0, 1/d_model), as TokenEmbedding's do:
+    then the scaled vectors have RMS 1, next to the positional encoding's sqrt(1/2)."""
+    V, d, pad = 1000, 64, 0
+    module = run_learner_code(fb, module_cls, V, d, pad)
+    emb = None if module is None else _find_embedding(module)
+    if emb is None:
+        return
+    rms = emb.weight.detach()[pad + 1:].pow(2).mean().sqrt().item()
+    want = 1 / math.sqrt(d)
+    if abs(rms / want - 1) <= 0.1:
+        fb.ok(f"weights start at N(0, 1/d_model): RMS {rms:.3f} for d_model = {d}")
+        return
+    fb.fail(f"for d_model = {d} the weights have RMS {rms:.3f}, expected about "
+            f"1/sqrt(d_model) = {want:.3f}: initialise them with "
+            "nn.init.normal_(weight, std=d_model ** -0.5), then zero the pad row")
+    if abs(rms - 1) <= 0.1:
+        fb.fail("that is PyTorch's default N(0, 1): times sqrt(d_model) the vectors would be "
+                "sqrt(2 d_model) times larger than the positional encoding (32x at 512)")
+
+
+@keeps_rng
 def check_scaled_embedding(module_cls) -> Feedback:
     """``module_cls(vocab_size, d_model, pad_id)``: nn.Embedding lookup * sqrt(d_model),
-    padding row zero and without gradient."""
+    weights from N(0, 1/d_model), padding row zero and without gradient."""
     fb = Feedback("Exercise 3 (scaled embedding with padding)")
     V, d, pad = 11, 16, 0
     torch.manual_seed(0)
@@ -135,4 +159,5 @@ def check_scaled_embedding(module_cls) -> Feedback:
         fb.fail("the <pad> row receives a gradient")
         return fb
     fb.ok("<pad> maps to a zero vector and its row gets no gradient")
+    _check_init(fb, module_cls)
     return fb

@@ -19,7 +19,7 @@ Tensor = torch.Tensor
 def _as_square(fb: Feedback, got, T: int):
     """The learner's mask as a (T, T) tensor (leading size-1 dimensions allowed), or None."""
     if not isinstance(got, Tensor):
-        fb.fail(f"causal_mask(T) should return a torch.Tensor, got {type(got).__name__}")
+        fb.fail(f"your mask function should return a torch.Tensor, got {type(got).__name__}")
         return None
     if got.dim() >= 2 and all(n == 1 for n in got.shape[:-2]):
         got = got.reshape(got.shape[-2:])
