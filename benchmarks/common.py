@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Callable, Dict, List, Sequence
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:                       # run as `python benchmarks/x.py` from anywhere
-    sys.path.insert(0, str(ROOT))
+from transformer_lib.training.precision import (bf16_problem, cpu_bf16, cpu_capability,
+                                               cpu_model)
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -51,27 +46,26 @@ def setup(args: argparse.Namespace) -> torch.device:
     return device
 
 
-def cpu_model() -> str:
-    """The CPU's model name (lscpu), or platform.processor() as a fallback."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return platform.processor() or "unknown CPU"
-
-
 def machine_line(device: torch.device) -> str:
     """One line naming the hardware, the PyTorch build and the current load."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    line = (f"# machine: {cpu_model()}, {os.cpu_count()} logical CPUs, "
+    bf16 = cpu_bf16()
+    line = (f"# machine: {cpu_model()} ({cpu_capability()}; native bf16: "
+            f"{'yes' if bf16.native else 'no'}, {bf16.how}), {os.cpu_count()} logical CPUs, "
             f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
             f"load avg (1 min) {load:.2f}")
     if device.type == "cuda":
         line += f", GPU {torch.cuda.get_device_name(device)}"
     return line
+
+
+def usable_dtypes(wanted: Sequence[str], device: torch.device) -> List[str]:
+    """The dtypes of ``wanted`` worth timing on ``device``: bf16 only where it is native
+    (printing a note when it is left out)."""
+    problem = bf16_problem(device) if "bf16" in wanted else None
+    if problem:
+        print(f"# bf16 left out: {problem}")
+    return [d for d in wanted if not (d == "bf16" and problem)]
 
 
 def sync(device: torch.device) -> None:

@@ -5,7 +5,7 @@ all of it), three transformer_lib training steps (forward, loss, backward, Adam;
 interleaved:
 
 * **padded**: the batch as it is (the model computes every position; 0.75 is the batch
-  of ``train_throughput.py``);
+  of ``workload.py``);
 * **packed**: the same batch with padded positions skipped everywhere but in attention
   (:func:`packed_forward`): the same loss and gradients. A measurement, not a path of the
   library;
@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 import common
-from train_throughput import PRESETS, QUICK, make_batch, train_step_fn
+from workload import PRESETS, QUICK, make_batch, train_step_fn
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.attention import MultiHeadAttention, fused_attention
 from transformer_lib.data import (PAD_ID, CharTokenizer, encode_pairs, make_date_splits,
@@ -110,7 +110,7 @@ class PackedTransformer(Transformer):
 
 def padded_batch(c: TransformerConfig, batch: int, length: int, shortest: float,
                  device: torch.device, gen: torch.Generator) -> Tuple[Tensor, Tensor]:
-    """Source (B, length) and target (B, length + 1) ids as in ``train_throughput.py``, each
+    """Source (B, length) and target (B, length + 1) ids as in ``workload.py``, each
     row keeping between ``shortest`` x the length and all of it."""
     src, tgt = make_batch(c, batch, length + 1, device, gen, shortest)
     return src[:, :length], tgt
@@ -183,7 +183,7 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=1000)
     p.add_argument("--shortest", type=float, nargs="+", default=[1.0, 0.75, 0.5, 0.25],
                    help="shortest row as a share of the length, one table row each "
-                        "(0.75: the batch of train_throughput.py)")
+                        "(0.75: the batch of workload.py)")
     args = p.parse_args()
     device = common.setup(args)
     args.reps = args.reps or (1 if args.quick else 11)

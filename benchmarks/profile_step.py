@@ -30,14 +30,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import common
-from train_throughput import (PRESETS, QUICK, TorchTransformer, compiled_kernels_available,
-                              make_batch, train_step_fn, with_compiled_kernels)
-from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.training.allocator import keep_freed_memory
+from transformer_lib import TransformerConfig
+from transformer_lib.fast import keep_freed_memory
+from workload import (PRESETS, QUICK, compiled_kernels_available, make_batch, make_model,
+                      train_step_fn)
 
 CATEGORIES = (  # (category, substrings of operator names), first match wins
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
-    # the compiled kernels run inside the autograd functions of transformer_lib.attention,
+    # the compiled kernels run inside the autograd functions of transformer_lib.fast.attention,
     # .dropout and .feedforward (their own time: the kernels' work and their Python)
     ("attention kernel", ("scaled_dot_product", "aten::_softmax", "_softmax_backward",
                           "_CompiledAttention")),
@@ -72,13 +72,11 @@ def categorise(prof, wall: float) -> Dict[str, float]:
     return out
 
 
-def profile_model(make, c, src, tgt, args, device, steps: int, compiled: bool = False):
+def profile_model(label: str, c, src, tgt, args, device, steps: int):
     torch.manual_seed(args.seed)
-    model = make(c).to(device).train()
+    model = make_model(label, c, device)
     step = train_step_fn(model, src, tgt, c.pad_id, args.dtype == "bf16", device,
                          args.fused_adam)
-    if compiled:
-        step = with_compiled_kernels(step)
     step()
     step()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
@@ -124,6 +122,8 @@ def main() -> None:
     allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
     print(f"# allocator: {allocator or 'the C library defaults'}")
+    if not common.usable_dtypes([args.dtype], device):
+        return
     with_compiled = compiled_kernels_available(args, device)
     overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
     steps = 1 if args.quick else args.steps
@@ -131,13 +131,11 @@ def main() -> None:
                                **overrides)
     src, tgt = make_batch(c, batch, length + 1, device, torch.Generator().manual_seed(0))
     results = {}
-    models = [("torch.nn.Transformer", TorchTransformer, False),
-              ("transformer_lib", Transformer, False)]
+    models = ["torch.nn.Transformer", "transformer_lib"]
     if with_compiled:
-        models.append(("+ compiled kernels", Transformer, True))
-    for label, make, compiled in models:
-        prof, wall, faults = profile_model(make, c, src[:, :length], tgt, args, device, steps,
-                                           compiled)
+        models.append("+ compiled kernels")
+    for label in models:
+        prof, wall, faults = profile_model(label, c, src[:, :length], tgt, args, device, steps)
         print(f"# {label}: {faults / steps:,.0f} page faults a profiled step")
         results[label] = (categorise(prof, wall), wall)
         if args.table:

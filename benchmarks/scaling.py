@@ -18,7 +18,7 @@ from typing import List, Sequence, Tuple
 import torch
 
 import common
-from train_throughput import make_batch, train_step_fn
+from workload import make_batch, train_step_fn
 from transformer_lib import Transformer, TransformerConfig
 
 

@@ -15,7 +15,7 @@ sys.path.insert(0, str(BENCH))
 
 SCRIPTS = {
     "train_throughput.py": ["# allocator:", "matmul peak", "torch.nn.Transformer",
-                            "transformer_lib", "MFU"],
+                            "transformer_lib", "+ accelerate, no kernels", "MFU"],
     "decode_cache.py": ["no cache ms", "speed-up"],
     "attention_memory.py": ["explicit MiB", "fused MiB"],
     "scaling.py": ["Step time against length", "Step time against batch"],
@@ -41,7 +41,7 @@ def test_quick_mode_runs_and_prints_its_table(script):
 def test_isolated_mode_times_each_model_in_its_own_process():
     out = subprocess.run([sys.executable, str(BENCH / "train_throughput.py"), "--quick",
                           "--threads", "1", "--isolated", "--dtypes", "fp32",
-                          "--no-compiled-kernels"],
+                          "--no-compiled-kernels", "--no-accelerate"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "each model in its own process" in out.stdout
@@ -59,7 +59,7 @@ def test_fit_exponent_recovers_a_power_law():
 
 
 def test_matmul_flops_count_by_hand():
-    from train_throughput import matmul_flops
+    from workload import matmul_flops
     from transformer_lib import TransformerConfig
     c = TransformerConfig.tiny(10, N=1, d_model=4, d_ff=8, h=2)
     B, S, T, D, F, V = 2, 3, 5, 4, 8, 10

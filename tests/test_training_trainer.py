@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib import train as train_cli
+from transformer_lib.cli import train as train_cli
 from transformer_lib.data.batching import encode_pairs, make_batch
 from transformer_lib.data.tokenizers import CharTokenizer
 from transformer_lib.training.checkpoint import load_checkpoint, load_model, save_checkpoint
@@ -196,6 +196,6 @@ def test_bf16_autocast_trains_and_keeps_float32_weights():
 @pytest.mark.parametrize("flag,calls", [([], 1), (["--no-keep-freed-memory"], 0)])
 def test_cli_keeps_freed_memory_unless_told_not_to(tmp_path, monkeypatch, flag, calls):
     made = []
-    monkeypatch.setattr(train_cli, "keep_freed_memory", lambda: made.append(1) or "")
+    monkeypatch.setattr(train_cli.fast, "keep_freed_memory", lambda: made.append(1) or "")
     train_cli.main([*CLI_ARGS, "--steps", "1", "--out", str(tmp_path / "r"), *flag])
     assert len(made) == calls

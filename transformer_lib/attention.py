@@ -9,11 +9,6 @@ Two paths compute the same thing and are proven equal by the tests:
 
 A query whose every key is masked gets all-zero weights and a zero output in both paths
 (a plain softmax over ``-inf`` only would give NaN).
-
-With the compiled CPU kernels switched on (:mod:`transformer_lib.cpu_kernels`; the training
-command line does it), :class:`MultiHeadAttention` takes a third path for short fp32
-sequences on the CPU, :class:`_CompiledAttention`: the same function, with every head read
-in place from the projections (tests check it against both paths above).
 """
 from __future__ import annotations
 
@@ -23,9 +18,7 @@ from typing import Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.autograd.function import once_differentiable
 
-from . import cpu_kernels
 from .checks import check_mask
 from .masks import causal_mask, combine
 
@@ -58,17 +51,7 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
 
     ``is_causal=True`` (with ``mask=None``) lets the kernel skip the future without a mask
     tensor. Shapes as in :func:`attention`.
-
-    On the CPU, bf16/fp16 inputs (e.g. under bf16 autocast) go through the kernel in fp32
-    and come back in the low precision: PyTorch's CPU kernel is about 3x slower in bf16
-    than in fp32 at training sizes (benchmarks/README.md), and fp32 is the more accurate.
     """
-    autocast = torch.is_autocast_enabled("cpu") and q.dtype == torch.float32
-    if q.device.type == "cpu" and (autocast or q.dtype in (torch.bfloat16, torch.float16)):
-        dtype = torch.get_autocast_dtype("cpu") if autocast else q.dtype
-        with torch.autocast("cpu", enabled=False):
-            out = fused_attention(q.float(), k.float(), v.float(), mask, dropout_p, is_causal)
-        return out.to(dtype)                                                 # (..., T_q, d_v)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                          is_causal=is_causal)                # (..., T_q, d_v)
     if mask is not None:
@@ -76,55 +59,6 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
         if q.device.type != "cpu" or not seen.all():        # (a check that would wait on a GPU)
             out = out.masked_fill(~seen, 0.0)               # fully masked rows -> 0
     return out
-
-
-class _CompiledAttention(torch.autograd.Function):
-    """Attention of all heads from the projections, for the CPU's compiled kernel (see
-    :mod:`transformer_lib.cpu_kernels`): in fp32, no dropout on the weights.
-
-    The same function as :func:`fused_attention` on the split heads, but the kernel reads
-    each head's queries, keys and values in place from the projections' (B, L, D) outputs
-    and writes the heads' outputs side by side, so no head is split off or merged with a
-    copy; the backward pass writes the gradients into one buffer shaped like the input, so
-    the projection's gradient needs no ``cat``. It keeps the (B, H, T, S) weights for the
-    backward pass, which suits the short sequences it is used for (``MAX_SCORES``).
-
-    ``x`` is W^Q;W^K;W^V's output (B, T, 3D) when ``kv`` is None (self-attention), else
-    the queries (B, T, D), with ``kv`` the keys and values (B, S, 2D).
-    """
-
-    @staticmethod
-    def forward(ctx, x, kv, mask, h):
-        q, k, v = _CompiledAttention._split(x, kv)
-        B, T, D = q.shape
-        scale = 1.0 / math.sqrt(D // h)
-        mask = None if mask is None else mask.expand(B, h, T, k.shape[1])
-        out, weights = cpu_kernels.load().attention_forward(q, k, v, mask, h, scale)
-        ctx.save_for_backward(x, kv, weights)
-        ctx.scale = scale
-        return out                                                           # (B, T, D)
-
-    @staticmethod
-    def _split(x, kv):
-        if kv is None:
-            return x.chunk(3, dim=-1)
-        return (x, *kv.chunk(2, dim=-1))
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        x, kv, weights = ctx.saved_tensors
-        grad_x = torch.empty_like(x)
-        grad_kv = None if kv is None else torch.empty_like(kv)
-        inputs = _CompiledAttention._split(x, kv)
-        grads = _CompiledAttention._split(grad_x, grad_kv)                  # views to fill
-        cpu_kernels.load().attention_backward(grad.contiguous(), *inputs, weights, ctx.scale,
-                                              *grads)
-        return grad_x, grad_kv, None, None
-
-
-MAX_SCORES = 128 * 128      # T x S up to which the compiled kernel is used: it keeps the
-                            # weights, and gains nothing at 256 x 256 (benchmarks/README.md)
 
 
 class MultiHeadAttention(nn.Module):
@@ -157,14 +91,15 @@ class MultiHeadAttention(nn.Module):
         nn.init.zeros_(self.in_proj.bias)
         nn.init.zeros_(self.out_proj.bias)
 
+    fused_attention = staticmethod(fused_attention)      # the fused path's function
+
     def _split_heads(self, x: Tensor) -> Tensor:
         B, L, _ = x.shape
         return x.view(B, L, self.h, self.d_k).transpose(1, 2)               # (B, H, L, d_k)
 
     def _cross_weights(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """W^Q, b^Q and the stacked W^K;W^V, b^K;b^V for cross-attention: queries come from
-        x, keys and values from the memory. One ``split`` each, so the backward pass is one
-        ``cat``, not two zero-filled weight-sized gradients added together."""
+        x, keys and values from the memory."""
         D = self.d_model
         w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                    # (D, D), (2D, D)
         b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
@@ -196,15 +131,8 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                 need_weights: bool = False, cache: Optional[dict] = None,
                 is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, T, {self.d_model}), got {tuple(x.shape)}")
-        if memory is not None and (memory.dim() != 3 or memory.shape[-1] != self.d_model
-                                   or memory.shape[0] != x.shape[0]):
-            raise ValueError(f"memory must have shape ({x.shape[0]}, S, {self.d_model}), "
-                             f"got {tuple(memory.shape)}")
+        self._check_inputs(x, memory)
         B, T, D = x.shape
-        if self._compiled_for(x, memory, need_weights, cache):
-            return self._compiled(x, memory, mask, is_causal), None
         q, k, v = self._project(x, memory, cache)
         check_mask(mask, "mask", (B, self.h, T, k.shape[2]))
         p = self.dropout if self.training else 0.0
@@ -215,40 +143,17 @@ class MultiHeadAttention(nn.Module):
         if explicit:
             out, weights = attention(q, k, v, mask, p)                       # (B, H, T, d_k)
         else:
-            out, weights = fused_attention(q, k, v, mask, p, is_causal), None
+            out, weights = self.fused_attention(q, k, v, mask, p, is_causal), None
         out = out.transpose(1, 2).reshape(B, T, D)                           # (B, T, D)
         return self.out_proj(out), (weights if need_weights else None)
 
-    def _compiled_for(self, x: Tensor, memory: Optional[Tensor], need_weights: bool,
-                      cache: Optional[dict]) -> bool:
-        """Whether this call goes through :class:`_CompiledAttention`: the compiled CPU
-        kernels switched on, fp32 inputs and weights (under CPU autocast too: the kernel then
-        works in fp32, as :func:`fused_attention` does), the fused path, no weights asked
-        for, no dropout on them, no decoding cache, and a short enough sequence."""
-        S = x.shape[1] if memory is None else memory.shape[1]
-        return (cpu_kernels.enabled() and self.fused and not need_weights and cache is None
-                and (self.dropout == 0.0 or not self.training)
-                and x.device.type == "cpu" and x.dtype == torch.float32
-                and self.in_proj.weight.dtype == torch.float32
-                and x.shape[1] * S <= MAX_SCORES
-                and cpu_kernels.attention_available())
-
-    def _compiled(self, x: Tensor, memory: Optional[Tensor], mask: Optional[Tensor],
-                  is_causal: bool) -> Tensor:
-        """The layer's output through the compiled kernel (see :meth:`_compiled_for`)."""
-        B, T, _ = x.shape
-        S = T if memory is None else memory.shape[1]
-        check_mask(mask, "mask", (B, self.h, T, S))
-        if is_causal:
-            mask = combine(mask, causal_mask(T, x.device, past=S - T))
-        # .float(): nothing in fp32; under autocast the projections come in bf16/fp16
-        if memory is None:
-            out = _CompiledAttention.apply(self.in_proj(x).float(), None, mask, self.h)
-        else:
-            w_q, b_q, w_kv, b_kv = self._cross_weights()
-            out = _CompiledAttention.apply(F.linear(x, w_q, b_q).float(),
-                                           F.linear(memory, w_kv, b_kv).float(), mask, self.h)
-        return self.out_proj(out)                                            # (B, T, D)
+    def _check_inputs(self, x: Tensor, memory: Optional[Tensor]) -> None:
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (B, T, {self.d_model}), got {tuple(x.shape)}")
+        if memory is not None and (memory.dim() != 3 or memory.shape[-1] != self.d_model
+                                   or memory.shape[0] != x.shape[0]):
+            raise ValueError(f"memory must have shape ({x.shape[0]}, S, {self.d_model}), "
+                             f"got {tuple(memory.shape)}")
 
     def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
         """This layer as a ``torch.nn.MultiheadAttention`` with the same weights, in eval mode

@@ -1,7 +1,6 @@
 """Argument checks shared by the modules: clear errors that name the argument."""
 from __future__ import annotations
 
-import argparse
 from typing import Optional, Sequence
 
 import torch
@@ -41,18 +40,3 @@ def check_mask(mask: Optional[torch.Tensor], name: str, shape: Sequence[int]) ->
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to (B, H, T_q, T_k) = "
             f"{expected}")
-
-
-# Argument types of the command lines (train, translate) -------------------------------
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value

@@ -135,7 +135,7 @@ def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
         raise ValueError(f"length_penalty must be a float >= 0 (alpha), got {length_penalty!r}")
     with _inference(model):
         memory, src_mask = _source(model, src, src_mask)                     # (B, S, D)
-        beam = _Beam(src.shape[0], beam_size, bos_id, eos_id, model.config.pad_id,
+        beam = Beam(src.shape[0], beam_size, bos_id, eos_id, model.config.pad_id,
                      float(length_penalty), src.device)
         memory = memory.repeat_interleave(beam_size, dim=0)                  # (B*K, S, D)
         src_mask = src_mask.repeat_interleave(beam_size, dim=0)              # (B*K, ., ., S)
@@ -150,7 +150,7 @@ def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
         return beam.best()                                                   # (B, <= max_len)
 
 
-class _Beam:
+class Beam:
     """The state of a batched beam: tokens (B*K, t), scores, lengths, finished (B, K)."""
 
     def __init__(self, B: int, K: int, bos_id: int, eos_id: int, pad_id: int,

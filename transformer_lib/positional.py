@@ -6,8 +6,6 @@ import math
 import torch
 from torch import nn
 
-from .dropout import Dropout
-
 
 def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved",
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -49,7 +47,7 @@ class PositionalEncoding(nn.Module):
                  layout: str = "interleaved"):
         super().__init__()
         self.register_buffer("pe", sinusoidal_table(max_len, d_model, layout), persistent=True)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     @property
     def max_len(self) -> int:

@@ -6,8 +6,6 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .dropout import Dropout
-
 
 class ResidualNorm(nn.Module):
     """Wrap a sub-layer with dropout, a residual connection and LayerNorm.
@@ -23,7 +21,7 @@ class ResidualNorm(nn.Module):
                  eps: float = 1e-5):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor,

@@ -18,6 +18,7 @@ from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_sta
 from .distributed import DistContext, shard, wrap_model
 from .loss import LabelSmoothingLoss
 from .metrics import evaluate_translation
+from .precision import bf16_problem
 from .schedule import make_optimizer
 
 Pairs = Sequence[Tuple[str, str]]
@@ -88,6 +89,8 @@ class Trainer:
         from ..data.batching import encode_pairs
         self.settings, self.dist, self.extra = settings, dist, dict(extra or {})
         self.device = pick_device(device)
+        if settings.bf16 and (problem := bf16_problem(self.device)):
+            warnings.warn(f"bf16=True: {problem}", stacklevel=2)
         self.model = model.to(self.device)
         self.ddp_model = wrap_model(self.model, dist, self.device)
         self.src_tok, self.tgt_tok = src_tok, tgt_tok

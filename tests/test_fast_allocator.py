@@ -7,7 +7,7 @@ import pytest
 
 PROBE = """
 import resource, torch
-from transformer_lib.training.allocator import keep_freed_memory
+from transformer_lib.fast.allocator import keep_freed_memory
 print(keep_freed_memory() if {keep} else "")
 sizes = [1536 * 1024, 1536 * 256, 1536 * 1000, 1536 * 768] * 4   # floats, like a step's
 for _ in range(4):                                                 # activations, all freed

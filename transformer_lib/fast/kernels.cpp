@@ -1,4 +1,4 @@
-// The compiled CPU kernels of transformer_lib (see cpu_kernels.py, which builds and loads
+// The compiled CPU kernels of transformer_lib.fast (see kernels.py, which builds and loads
 // them with torch.utils.cpp_extension.load_inline): dropout, the feed-forward layer's
 // bias + ReLU + dropout, and attention.
 #include <torch/extension.h>

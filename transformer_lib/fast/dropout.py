@@ -1,11 +1,18 @@
-"""Dropout (§5.4), with a cheaper random mask on the CPU."""
+"""Dropout (§5.4) with a cheaper random mask on the CPU: the same function as ``nn.Dropout``.
+
+``nn.Dropout`` draws one random number per element (``bernoulli_``). :func:`keep_mask` draws
+one 64-bit number per four elements from a counter-based generator (SplitMix64), computed
+on every thread; the compiled kernel (:mod:`transformer_lib.fast.kernels`) makes the very
+same mask in one pass. :class:`FastDropout` is what :func:`transformer_lib.fast.accelerate`
+puts in place of each ``nn.Dropout`` of a model.
+"""
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import cpu_kernels
+from . import kernels as cpu_kernels
 
 RESOLUTION = 2 ** 16        # the CPU mask rounds p to a multiple of 1 / 2^16
 
@@ -34,7 +41,7 @@ def random_words(key: int, count: int) -> torch.Tensor:
 
     A counter-based generator: output w depends only on ``key`` and w, so every element is
     computed independently (on every thread, here by element-wise tensor operations; the
-    compiled kernel of :mod:`transformer_lib.cpu_kernels` gives the same numbers). Integer
+    compiled kernel of :mod:`transformer_lib.fast.kernels` gives the same numbers). Integer
     multiplication wraps around, as in C; ``>>`` on int64 copies the sign bit, so the
     shifted-in bits are cleared to make the unsigned shift that SplitMix64 uses.
     """
@@ -122,7 +129,7 @@ class _CompiledReluDropout(_ReluDropout):
 
 
 def compiled_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
-    """Dropout of a CPU tensor with the compiled kernel (:mod:`transformer_lib.cpu_kernels`)."""
+    """Dropout of a CPU tensor with the compiled kernel (:mod:`transformer_lib.fast.kernels`)."""
     return _CompiledDropout.apply(x, p)
 
 
@@ -131,45 +138,42 @@ def compiled_relu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     return _CompiledReluDropout.apply(x, p)
 
 
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` (§5.4) with a cheaper random mask on the CPU.
+def relu_dropout(x: torch.Tensor, p: float, kernels: bool) -> torch.Tensor:
+    """Dropout(ReLU(x)) of a CPU tensor in training, same mask and gradient as the two layers,
+    two activation-sized buffers less.
 
-    Each element is kept with probability 1 - p and scaled by 1 / (1 - p). On the CPU the
-    mask comes from :func:`keep_mask` (p rounded to a multiple of 2^-16: 0.1 becomes
-    0.100006), several times faster than ``nn.Dropout``'s ``bernoulli_`` draw.
-    Other devices use ``F.dropout``. With :func:`transformer_lib.cpu_kernels.use_compiled_kernels`
-    turned on, a compiled kernel makes the same CPU masks, faster.
+    With a mask m >= 0, Dropout(ReLU(x)) = ReLU(x) * m = ReLU(x * m): the product and the
+    ReLU run in place in the mask's buffer (or in one kernel pass with ``kernels``), and the
+    backward pass finds the gradient from the output alone (:class:`_ReluDropout`).
+    ``x`` is never changed.
+    """
+    return compiled_relu_dropout(x, p) if kernels else _ReluDropout.apply(x, p)
+
+
+def cheap_mask_applies(module: nn.Dropout, x: torch.Tensor) -> bool:
+    """Whether the CPU mask replaces ``nn.Dropout``'s for ``x``: training, 0 < p < 1, not in
+    place, a floating-point CPU tensor. Elsewhere (GPU, eval) PyTorch's own dropout runs."""
+    return module.training and 0.0 < module.p < 1.0 and not module.inplace \
+        and x.device.type == "cpu" and x.is_floating_point()
+
+
+class FastDropout(nn.Dropout):
+    """``nn.Dropout`` (§5.4) with the cheaper CPU mask of :func:`keep_mask`.
+
+    Each element is kept with probability 1 - p and scaled by 1 / (1 - p); p is rounded to
+    a multiple of 2^-16 (0.1 becomes 0.100006). With ``kernels`` the compiled kernel makes
+    the same mask in one pass. Other devices use ``F.dropout``.
 
     Shape: any -> the same.
     """
 
-    def _cpu_mask(self, x: torch.Tensor) -> bool:
-        return self.training and 0.0 < self.p < 1.0 and not self.inplace \
-            and x.device.type == "cpu" and x.is_floating_point()
-
-    def compiled_for(self, x: torch.Tensor) -> bool:
-        """Whether the compiled kernel makes this layer's masks for ``x`` (switched on, CPU,
-        floating point, training, 0 < p < 1)."""
-        return cpu_kernels.enabled() and self._cpu_mask(x)
+    kernels: bool = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if not self._cpu_mask(x):
+        if not cheap_mask_applies(self, x):
             return F.dropout(x, self.p, self.training, self.inplace)
-        if cpu_kernels.enabled():
+        if self.kernels:
             return compiled_dropout(x, self.p)
         return x * keep_mask(x.shape, self.p, x.dtype)
-
-    def of_relu(self, x: torch.Tensor) -> torch.Tensor:
-        """``self(torch.relu(x))``, same mask and gradient, two activation-sized buffers less.
-
-        With a mask m >= 0, Dropout(ReLU(x)) = ReLU(x) * m = ReLU(x * m). On the CPU the
-        product and the ReLU run in place in the mask's buffer, and the backward pass finds
-        the gradient from the output alone (:class:`_ReluDropout`). ``x`` is never changed.
-        """
-        if not self._cpu_mask(x):
-            return self(torch.relu(x))
-        if cpu_kernels.enabled():
-            return compiled_relu_dropout(x, self.p)
-        return _ReluDropout.apply(x, self.p)

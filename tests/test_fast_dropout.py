@@ -1,9 +1,15 @@
 import torch
 from torch import nn
 
-from transformer_lib.dropout import Dropout, draw_key, keep_mask, random_words
+from transformer_lib.fast import accelerate
+from transformer_lib.fast.dropout import FastDropout, draw_key, keep_mask, random_words, relu_dropout
 
 from splitmix64 import MASK64, splitmix64, splitmix64_mask
+
+
+def Dropout(p: float) -> FastDropout:
+    """The dropout that accelerate(model, kernels=False) puts in place of nn.Dropout(p)."""
+    return accelerate(nn.Dropout(p), kernels=False)
 
 
 def test_cpu_dropout_keeps_with_probability_one_minus_p_and_rescales():
@@ -48,11 +54,11 @@ def test_dropout_keeps_a_bf16_input_in_bf16():
     assert Dropout(0.1).train()(x).dtype == torch.bfloat16
 
 
-def test_of_relu_equals_dropout_of_relu_with_the_same_mask_and_gradient():
+def test_relu_dropout_equals_dropout_of_relu_with_the_same_mask_and_gradient():
     drop = Dropout(0.3)
     x = torch.randn(50, 40, requires_grad=True)
     torch.manual_seed(3)
-    fast = drop.of_relu(x)
+    fast = relu_dropout(x, 0.3, kernels=False)
     x2 = x.detach().clone().requires_grad_()
     torch.manual_seed(3)
     slow = drop(torch.relu(x2))
@@ -62,15 +68,13 @@ def test_of_relu_equals_dropout_of_relu_with_the_same_mask_and_gradient():
     slow.backward(g)
     torch.testing.assert_close(x.grad, x2.grad, rtol=0, atol=0)
     x_before = x.detach().clone()
-    drop.of_relu(x)
+    relu_dropout(x, 0.3, kernels=False)
     assert torch.equal(x, x_before)                                  # the input is never changed
-    drop.eval()
-    torch.testing.assert_close(drop.of_relu(x), torch.relu(x))
 
 
-def test_of_relu_keeps_only_its_output_for_the_backward_pass():
+def test_relu_dropout_keeps_only_its_output_for_the_backward_pass():
     x = torch.randn(64, 32, requires_grad=True)
-    y = Dropout(0.2).train().of_relu(x)
+    y = relu_dropout(x, 0.2, kernels=False)
     saved = y.grad_fn.saved_tensors
     assert len(saved) == 1 and saved[0].data_ptr() == y.data_ptr()    # no mask kept
 

@@ -1,6 +1,7 @@
-"""The compiled CPU kernels (transformer_lib.cpu_kernels): the dropout mask's law, its
+"""The compiled CPU kernels (transformer_lib.fast.kernels): the dropout mask's law, its
 generator, forward/backward agreement, the feed-forward and attention fast paths against the
-plain ones, and the switch. Builds the kernels once (~30 s, then cached)."""
+plain ones, accelerate(kernels=...) and the training command line's use of them. Builds the
+kernels once (~30 s, then cached)."""
 import math
 import shutil
 import subprocess
@@ -10,11 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import PositionwiseFeedForward, Transformer, TransformerConfig, cpu_kernels
-from transformer_lib import train as train_cli
-from transformer_lib.attention import MAX_SCORES, MultiHeadAttention
-from transformer_lib.cpu_kernels import use_compiled_kernels
-from transformer_lib.dropout import Dropout, compiled_dropout, compiled_relu_dropout, keep_mask
+from transformer_lib import MultiHeadAttention, PositionwiseFeedForward, Transformer, TransformerConfig
+from transformer_lib.cli import train as train_cli
+from transformer_lib.fast import FastDropout, accelerate
+from transformer_lib.fast import kernels as cpu_kernels
+from transformer_lib.fast.attention import MAX_SCORES
+from transformer_lib.fast.dropout import (compiled_dropout, compiled_relu_dropout, keep_mask,
+                                          relu_dropout)
 
 from splitmix64 import splitmix64_mask
 
@@ -137,8 +140,8 @@ def test_bias_relu_dropout_and_its_backward_work_in_place(kernels):
 
 
 def plain_feed_forward(ffn, x):
-    """The module's plain path, whatever the switch says."""
-    return ffn.w_2(ffn.dropout.of_relu(ffn.w_1(x)))
+    """The accelerated module's path without the kernels: the same masks."""
+    return ffn.w_2(relu_dropout(ffn.w_1(x), ffn.dropout.p, kernels=False))
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
@@ -146,14 +149,13 @@ def test_feed_forward_fast_path_equals_the_plain_one(layout):
     """With the kernel on, the feed-forward layer runs as one function with a written-out
     backward; same mask (same key) as the plain path, so the same output and gradients."""
     torch.manual_seed(0)
-    ffn = PositionwiseFeedForward(24, 80, dropout=0.3).train()
+    ffn = accelerate(PositionwiseFeedForward(24, 80, dropout=0.3).train(), kernels=True)
     x0 = torch.randn(3, 7, 24) if layout == "contiguous" else torch.randn(7, 3, 24).transpose(0, 1)
     results, names = [], []
     for forward in (lambda x: ffn(x), lambda x: plain_feed_forward(ffn, x)):
         x = x0.clone().requires_grad_()
-        with use_compiled_kernels():
-            torch.manual_seed(5)
-            y = forward(x)
+        torch.manual_seed(5)
+        y = forward(x)
         ffn.zero_grad()
         y.backward(torch.linspace(-1, 1, y.numel()).view(y.shape))
         results.append([y.detach(), x.grad] + [p.grad.clone() for p in ffn.parameters()])
@@ -166,29 +168,28 @@ def test_feed_forward_fast_path_equals_the_plain_one(layout):
 
 def test_feed_forward_fast_path_in_bfloat16_and_with_frozen_weights():
     torch.manual_seed(0)
-    ffn = PositionwiseFeedForward(16, 64, dropout=0.2).train().to(torch.bfloat16)
+    ffn = accelerate(PositionwiseFeedForward(16, 64, dropout=0.2).train().to(torch.bfloat16),
+                     kernels=True)
     x = torch.randn(4, 5, 16, dtype=torch.bfloat16)
-    with use_compiled_kernels():
-        torch.manual_seed(1)
-        fast = ffn(x)
-        torch.manual_seed(1)
-        plain = plain_feed_forward(ffn, x)
+    torch.manual_seed(1)
+    fast = ffn(x)
+    torch.manual_seed(1)
+    plain = plain_feed_forward(ffn, x)
     assert fast.dtype == torch.bfloat16
     torch.testing.assert_close(fast, plain, rtol=2e-2, atol=2e-2)   # roundings differ
     ffn.w_1.requires_grad_(False)                   # only what is asked for is computed
     x = x.float().requires_grad_()
     ffn.float()
-    with use_compiled_kernels():
-        ffn(x).sum().backward()
+    ffn(x).sum().backward()
     assert ffn.w_1.weight.grad is None and ffn.w_2.weight.grad is not None
     assert x.grad is not None
 
 
 def test_feed_forward_keeps_the_plain_path_under_autocast():
     torch.manual_seed(0)
-    ffn = PositionwiseFeedForward(16, 64, dropout=0.2).train()
+    ffn = accelerate(PositionwiseFeedForward(16, 64, dropout=0.2).train(), kernels=True)
     x = torch.randn(4, 5, 16)
-    with use_compiled_kernels(), torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
         torch.manual_seed(1)
         got = ffn(x)
         torch.manual_seed(1)
@@ -196,25 +197,21 @@ def test_feed_forward_keeps_the_plain_path_under_autocast():
     assert torch.equal(got, want) and got.grad_fn.name() == want.grad_fn.name()
 
 
-def test_dropout_module_uses_it_only_when_switched_on():
+def test_dropout_module_uses_it_only_with_kernels():
     x = torch.randn(8, 20, 64)
-    drop = Dropout(0.1).train()
-    assert not cpu_kernels.enabled()
-    with use_compiled_kernels():
-        assert cpu_kernels.enabled()
-        torch.manual_seed(4)
-        on, on_relu = drop(x), drop.of_relu(x)
-        assert drop.eval()(x) is x                       # evaluation: no dropout at all
-        drop.train()
-    assert not cpu_kernels.enabled()
+    drop = accelerate(torch.nn.Dropout(0.1).train(), kernels=True)
+    assert type(drop) is FastDropout and drop.kernels
+    torch.manual_seed(4)
+    on = drop(x)
+    assert drop.eval()(x) is x                           # evaluation: no dropout at all
+    accelerate(drop.train(), kernels=False)              # switched off again
+    torch.manual_seed(4)
+    off = drop(x)
     torch.manual_seed(4)
     assert torch.equal(on, compiled_dropout(x, 0.1))
-    assert torch.equal(on_relu, compiled_relu_dropout(x, 0.1))
     torch.manual_seed(4)
-    off, off_relu = drop(x), drop.of_relu(x)
-    torch.manual_seed(4)
-    assert torch.equal(off, x * keep_mask(x.shape, 0.1))            # off again: the usual path
-    assert torch.equal(on, off) and torch.equal(on_relu, off_relu)   # ... and the same mask
+    assert torch.equal(off, x * keep_mask(x.shape, 0.1))            # the pure-PyTorch mask
+    assert torch.equal(on, off)                                      # ... which is the same
 
 
 @pytest.mark.parametrize("shape", [(7,), (1001,), (3, 1025), (32, 48, 1024)])
@@ -250,11 +247,11 @@ def test_a_training_step_is_the_same_with_and_without_it():
     src[1:, 9:], tgt[2:, 10:] = c.pad_id, c.pad_id                 # padding masks, too
     results = []
     for switch in (False, True):
-        with use_compiled_kernels(switch):
-            torch.manual_seed(1)
-            logits = model(src, tgt[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
-            grads = torch.autograd.grad(loss, list(model.parameters()))
+        accelerate(model, kernels=switch)
+        torch.manual_seed(1)
+        logits = model(src, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
+        grads = torch.autograd.grad(loss, list(model.parameters()))
         results.append((loss, grads))
     (loss_off, grads_off), (loss_on, grads_on) = results
     torch.testing.assert_close(loss_on, loss_off, rtol=1e-6, atol=0)
@@ -310,7 +307,7 @@ def test_attention_kernel_equals_the_plain_paths(attention_calls, mask_kind, cro
     PyTorch's fused kernel and as with the explicit softmax(QK^T/sqrt(d_k))V."""
     torch.manual_seed(0)
     B, T, S, D = 4, 6, (9 if cross else 6), 32
-    layer = MultiHeadAttention(D, 4).train()
+    layer = accelerate(MultiHeadAttention(D, 4).train())
     x0, m0 = torch.randn(B, T, D), torch.randn(B, S, D)
     mask = MASKS[mask_kind](B, T, S)
     results = []
@@ -318,8 +315,8 @@ def test_attention_kernel_equals_the_plain_paths(attention_calls, mask_kind, cro
         layer.fused = fused
         x = x0.clone().requires_grad_()
         memory = m0.clone().requires_grad_() if cross else None
-        with use_compiled_kernels(switch):
-            results.append(layer_and_grads(layer, x, memory, mask))
+        accelerate(layer, kernels=switch)
+        results.append(layer_and_grads(layer, x, memory, mask))
     assert len(attention_calls) == 1
     compiled, fused, explicit = results
     if mask is not None:                 # a query with nothing to attend to gives zeros
@@ -339,9 +336,9 @@ def test_attention_kernel_with_the_causal_flag_and_other_head_counts(attention_c
     x0 = torch.randn(3, 11, 16)
     results = []
     for switch in (True, False):
-        with use_compiled_kernels(switch):
-            results.append(layer_and_grads(layer, x0.clone().requires_grad_(), None, None,
-                                           is_causal=True))
+        accelerate(layer, kernels=switch)
+        results.append(layer_and_grads(layer, x0.clone().requires_grad_(), None, None,
+                                       is_causal=True))
     assert len(attention_calls) == 1
     for got, want in zip(*results):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -353,13 +350,12 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     training, a long sequence or no MKL: PyTorch's kernel (or the explicit path), as without
     the switch."""
     torch.manual_seed(2)
-    layer = MultiHeadAttention(16, 2).train()
+    layer = accelerate(MultiHeadAttention(16, 2).train(), kernels=True)
     x = torch.randn(2, 5, 16)
 
     def calls(*args, **kwargs) -> int:
         before = len(attention_calls)
-        with use_compiled_kernels():
-            layer(*args, **kwargs)
+        layer(*args, **kwargs)
         return len(attention_calls) - before
 
     assert calls(x) == 1
@@ -377,6 +373,9 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     assert calls(torch.randn(1, side + 1, 16)) == 0
     monkeypatch.setattr(cpu_kernels, "attention_available", lambda: False)
     assert calls(x) == 0
+    monkeypatch.setattr(cpu_kernels, "attention_available", lambda: True)
+    accelerate(layer, kernels=False)
+    assert calls(x) == 0                            # accelerated without the kernels
     assert len(attention_calls) == 3
 
 
@@ -393,7 +392,8 @@ def test_attention_kernel_under_autocast_equals_the_fused_path(attention_calls, 
     for switch in (True, False):
         x = x0.clone().requires_grad_()
         memory = m0.clone().requires_grad_() if cross else None
-        with use_compiled_kernels(switch), torch.autocast("cpu", dtype=torch.bfloat16):
+        accelerate(layer, kernels=switch)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
             results.append(layer_and_grads(layer, x, memory, mask))
     assert len(attention_calls) == 1
     assert results[0][0].dtype == torch.bfloat16
@@ -419,33 +419,34 @@ def test_attention_kernel_rejects_what_it_cannot_read(kernels):
 def test_a_model_trains_with_it():
     torch.manual_seed(0)
     c = TransformerConfig.tiny(20, d_model=32, d_ff=64, N=1)
-    model = Transformer(c).train()
+    model = accelerate(Transformer(c).train(), kernels=True)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     src = torch.randint(3, 20, (16, 10))
     losses = []
-    with use_compiled_kernels():
-        for _ in range(60):
-            logits = model(src, src[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), src[:, 1:].flatten())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
+    for _ in range(60):
+        logits = model(src, src[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), src[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
     assert all(math.isfinite(v) for v in losses)
     assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
 
 
-def test_switching_on_without_a_compiler_fails_at_once_and_stays_off(monkeypatch):
+def test_kernels_without_a_compiler_fail_at_once_or_fall_back(monkeypatch):
     monkeypatch.setattr(cpu_kernels, "_module", None)
     monkeypatch.delenv("CXX", raising=False)
     real_which = shutil.which
     monkeypatch.setattr(cpu_kernels.shutil, "which",
                         lambda name: None if name == "c++" else real_which(name))
+    layer = MultiHeadAttention(16, 2)
     with pytest.raises(RuntimeError, match="C\\+\\+ compiler"):
-        use_compiled_kernels(True)
-    assert not cpu_kernels.enabled()
-    with pytest.raises(TypeError, match="enable"):
-        use_compiled_kernels("yes")
+        accelerate(layer, kernels=True)
+    assert type(layer) is MultiHeadAttention                 # left as it was
+    assert not accelerate(layer).kernels                     # default: without them
+    with pytest.raises(TypeError, match="kernels"):
+        accelerate(layer, kernels="yes")
 
 
 def test_cli_trains_with_it(tmp_path):
@@ -468,7 +469,6 @@ def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, mo
         train_cli.main(["--task", "dates", "--compiled-kernels", "--out", str(tmp_path / "x")])
     assert exit_info.value.code == 2
     assert "--compiled-kernels" in capsys.readouterr().err
-    assert not cpu_kernels.enabled()
 
 
 def tiny_cli_run(tmp_path, *flags):
@@ -479,15 +479,16 @@ def tiny_cli_run(tmp_path, *flags):
 
 @pytest.mark.parametrize("flags, used", [((), True), (("--no-compiled-kernels",), False),
                                          (("--dropout", "0"), True)])     # attention still
-def test_cli_uses_it_by_default_for_the_run_only(tmp_path, capsys, monkeypatch, flags, used):
+def test_cli_accelerates_the_model_with_kernels_by_default(tmp_path, capsys, monkeypatch,
+                                                           flags, used):
     seen = []
-    real_run = train_cli.run
-    monkeypatch.setattr(train_cli, "run", lambda *a: seen.append(cpu_kernels.enabled())
-                        or real_run(*a))
+    real_accelerate = train_cli.fast.accelerate
+    monkeypatch.setattr(train_cli.fast, "accelerate",
+                        lambda model, kernels: seen.append(kernels) or real_accelerate(model,
+                                                                                       kernels))
     assert train_cli.main(tiny_cli_run(tmp_path, *flags)) == 0
-    assert seen == [used]
+    assert seen == [used]                                # once, for the run's model
     assert ("compiled CPU kernels: on" in capsys.readouterr().out) == used
-    assert not cpu_kernels.enabled()                     # switched back off after the run
 
 
 def test_cli_goes_on_without_it_when_it_cannot_be_built(tmp_path, capsys, monkeypatch):

@@ -1,0 +1,102 @@
+"""Build and load the compiled CPU kernels (``kernels.cpp``) of :mod:`transformer_lib.fast`.
+
+**Dropout.** In eager PyTorch a dropout mask takes many passes over memory: the random
+numbers (:func:`transformer_lib.fast.dropout.random_words`, a dozen element-wise operations),
+then the comparison, the scaling and the multiply (see ``benchmarks/README.md``). The C++
+kernel does it all in one pass, on every thread: element ``i`` is kept when a 16-bit slice
+of a counter-based random number, read as a signed integer, is at least
+``round(p * 2^16) - 2^15``, so the mask depends only on a key and on ``i``. The backward pass
+makes the same mask again from the key instead of storing it. It is **the same mask** as the
+pure-PyTorch :func:`transformer_lib.fast.dropout.keep_mask` (the same generator, SplitMix64,
+from a key drawn the same way from PyTorch's generator).
+
+**The feed-forward layer.** ``bias_relu_dropout_`` adds the first layer's bias, applies ReLU
+and dropout in place on x W_1^T, and ``relu_dropout_backward_`` takes the gradient back
+through ReLU and dropout in place (:mod:`transformer_lib.fast.feedforward`).
+
+**Attention.** ``attention_forward`` and ``attention_backward`` compute every head's
+softmax(Q K^T / sqrt(d_k)) V and its gradients with MKL's batched matrix multiply, reading
+each head in place from the projections' outputs: no head is split off or merged with a
+copy (:mod:`transformer_lib.fast.attention`). Where PyTorch has no MKL batched multiply, or
+off Linux, :func:`attention_available` is False and attention keeps PyTorch's fused kernel.
+
+The kernels are built with ``torch.utils.cpp_extension`` on first use (~30 s, then cached);
+they need a C++ compiler and the ``ninja`` build tool.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Optional
+
+import torch
+
+SOURCE_FILE = Path(__file__).with_name("kernels.cpp")                # the C++ kernels
+
+_module: Optional[ModuleType] = None
+
+
+def _build_name(source: str) -> str:
+    """One build per source, PyTorch version and CPU: the kernel is compiled for this CPU
+    (``-march=native``), so a cache shared between machines must not mix them up."""
+    cpu = platform.machine() + platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu += next((line for line in f if line.startswith(("flags", "Features"))), "")
+    except OSError:
+        pass
+    digest = hashlib.sha1(f"{source}{torch.__version__}{cpu}".encode()).hexdigest()[:12]
+    return f"transformer_lib_kernels_{digest}"
+
+
+def _compiler_flags() -> list:
+    """Optimise for this CPU; OpenMP (the threads of ``at::parallel_for``) on Linux only.
+    Apple's clang rejects ``-fopenmp``: built without it, the kernel runs on one thread,
+    with the same masks."""
+    flags = ["-O3", "-march=native"]
+    return flags + ["-fopenmp"] if sys.platform.startswith("linux") else flags
+
+
+def load() -> ModuleType:
+    """The compiled kernels, built on first use (~30 s) and cached by PyTorch.
+
+    Raises:
+        RuntimeError: naming what is missing (a C++ compiler, ninja) or why the build failed.
+    """
+    global _module
+    if _module is not None:
+        return _module
+    if shutil.which("ninja") is None:
+        try:                                    # the `ninja` package from PyPI
+            import ninja
+            os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+        except ImportError:
+            raise RuntimeError("the compiled CPU kernels need the ninja build tool: "
+                               "pip install ninja") from None
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        raise RuntimeError("the compiled CPU kernels need a C++ compiler (c++, or the one named "
+                           "by $CXX); install one, or leave them off")
+    from torch.utils.cpp_extension import load_inline
+    try:
+        source = SOURCE_FILE.read_text()
+        _module = load_inline(_build_name(source), cpp_sources=source,
+                              functions=["dropout", "relu_dropout", "bias_relu_dropout_",
+                                         "relu_dropout_backward_",
+                                         "attention_kernel_available", "attention_forward",
+                                         "attention_backward"],
+                              extra_cflags=_compiler_flags())
+    except Exception as e:                      # compiler errors come as RuntimeError/OSError
+        raise RuntimeError(f"building the compiled CPU kernels failed ({e.__class__.__name__})"
+                           f"; leave them off. Details:\n{e}") from e
+    return _module
+
+
+def attention_available() -> bool:
+    """Whether the compiled attention kernel can run here: it needs MKL's batched matrix
+    multiply, which PyTorch's x86 Linux builds carry. Builds the kernels if need be."""
+    return bool(load().attention_kernel_available())
