@@ -3,7 +3,9 @@ generator, forward/backward agreement, the feed-forward and attention fast paths
 plain ones, accelerate(kernels=...) and the training command line's use of them. Builds the
 kernels once (~30 s, then cached)."""
 import math
+import os
 import shutil
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -514,3 +516,40 @@ def test_openmp_is_asked_for_only_on_linux(monkeypatch, system, openmp):
     monkeypatch.setattr(cpu_kernels.sys, "platform", system)
     flags = cpu_kernels._compiler_flags()
     assert ("-fopenmp" in flags) == openmp and "-O3" in flags
+
+
+def test_a_stale_build_lock_left_by_a_killed_build_does_not_hang_the_next_load():
+    """PyTorch's own `lock` file, left behind by a build killed mid-way, makes every later
+    build wait forever; load() removes one older than STALE_LOCK_S."""
+    from torch.utils.cpp_extension import _get_build_directory
+    name = cpu_kernels._build_name(cpu_kernels.SOURCE_FILE.read_text())
+    lock = Path(_get_build_directory(name, verbose=False)) / "lock"
+    lock.touch()                                     # what a killed build leaves ...
+    old = time.time() - cpu_kernels.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))                       # ... some time ago
+    child = subprocess.run([sys.executable, "-c",
+                            "from transformer_lib.fast import kernels; kernels.load()"],
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    assert not lock.exists()
+
+
+def test_a_recent_build_lock_is_waited_for(tmp_path):
+    lock = tmp_path / "lock"
+    lock.touch()
+    start = time.monotonic()
+    cpu_kernels._wait_for_stale_lock(lock, stale_s=1.5)     # nobody removes it: stale at 1.5 s
+    assert 1.0 < time.monotonic() - start < 30 and not lock.exists()
+
+
+def test_a_build_held_by_another_process_is_waited_for_then_named(tmp_path, monkeypatch):
+    fcntl = pytest.importorskip("fcntl")
+    with open(tmp_path / "build.flock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        child = subprocess.run(
+            [sys.executable, "-c",
+             "from pathlib import Path; from transformer_lib.fast import kernels\n"
+             f"with kernels._build_lock(Path({str(tmp_path)!r}), wait_s=1): pass"],
+            capture_output=True, text=True, timeout=60)
+    assert child.returncode != 0
+    assert "another process has been building" in child.stderr

@@ -25,11 +25,13 @@ they need a C++ compiler and the ``ninja`` build tool.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
 import shutil
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Optional
@@ -62,6 +64,58 @@ def _compiler_flags() -> list:
     return flags + ["-fopenmp"] if sys.platform.startswith("linux") else flags
 
 
+BUILD_WAIT_S = 900          # how long to wait for another process building the same kernels
+STALE_LOCK_S = 600          # a build lock this old was left by a build that was killed
+
+
+def _wait_for_stale_lock(lock: Path, stale_s: float = STALE_LOCK_S) -> None:
+    """Wait while ``lock`` (PyTorch's build lock) is held by a live build; remove it once it
+    is older than ``stale_s`` seconds, when its build was killed and it would block forever."""
+    while True:
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if age > stale_s:
+            lock.unlink(missing_ok=True)
+            return
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _build_lock(build_dir: Path, wait_s: float = BUILD_WAIT_S):
+    """Only one process builds; and no build waits forever on a stale lock.
+
+    PyTorch's ``load_inline`` serialises builds with a ``lock`` file that a killed build
+    (Ctrl-C, SIGKILL, out of memory) leaves behind, and every later build then waits for it
+    forever (pytorch/pytorch#189245). This takes an operating-system lock first, which the
+    kernel releases when its holder dies, and treats a ``lock`` file older than
+    ``STALE_LOCK_S`` as left by a killed build."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:                         # not on a POSIX system: PyTorch's lock only
+        yield
+        return
+    with open(build_dir / "build.flock", "w") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"another process has been building the compiled CPU "
+                                       f"kernels in {build_dir} for over {wait_s:.0f} s; "
+                                       f"stop it, or leave the kernels off") from None
+                time.sleep(0.5)
+        try:
+            _wait_for_stale_lock(build_dir / "lock")
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def load() -> ModuleType:
     """The compiled kernels, built on first use (~30 s) and cached by PyTorch.
 
@@ -81,18 +135,21 @@ def load() -> ModuleType:
     if shutil.which(os.environ.get("CXX", "c++")) is None:
         raise RuntimeError("the compiled CPU kernels need a C++ compiler (c++, or the one named "
                            "by $CXX); install one, or leave them off")
-    from torch.utils.cpp_extension import load_inline
-    try:
-        source = SOURCE_FILE.read_text()
-        _module = load_inline(_build_name(source), cpp_sources=source,
-                              functions=["dropout", "relu_dropout", "bias_relu_dropout_",
-                                         "relu_dropout_backward_",
-                                         "attention_kernel_available", "attention_forward",
-                                         "attention_backward"],
-                              extra_cflags=_compiler_flags())
-    except Exception as e:                      # compiler errors come as RuntimeError/OSError
-        raise RuntimeError(f"building the compiled CPU kernels failed ({e.__class__.__name__})"
-                           f"; leave them off. Details:\n{e}") from e
+    from torch.utils.cpp_extension import _get_build_directory, load_inline
+    source = SOURCE_FILE.read_text()
+    name = _build_name(source)
+    build_dir = Path(_get_build_directory(name, verbose=False))
+    with _build_lock(build_dir):
+        try:
+            _module = load_inline(name, cpp_sources=source,
+                                  functions=["dropout", "relu_dropout", "bias_relu_dropout_",
+                                             "relu_dropout_backward_",
+                                             "attention_kernel_available", "attention_forward",
+                                             "attention_backward"],
+                                  extra_cflags=_compiler_flags(), build_directory=str(build_dir))
+        except Exception as e:                  # compiler errors come as RuntimeError/OSError
+            raise RuntimeError(f"building the compiled CPU kernels failed "
+                               f"({e.__class__.__name__}); leave them off. Details:\n{e}") from e
     return _module
 
 
