@@ -77,16 +77,24 @@ def first_heading_and_paragraph(markdown_sources: List[str], name: str):
     return title, "\n".join(paragraph)
 
 
+def markdown_sources(path: Path) -> List[str]:
+    """The Markdown cells of a notebook (plain JSON: no nbformat import needed for this)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"notebook {path.name}: not a notebook file ({error})") from None
+    return ["".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "")
+            for c in cells if c.get("cell_type") == "markdown"]
+
+
 def read_pages(notebook_dir: Path) -> List[Page]:
-    import nbformat
     paths = sorted(notebook_dir.glob("*.ipynb"))
     if not paths:
         raise ValueError(f"--notebooks: no *.ipynb file in {notebook_dir}")
     pages = []
     for path in paths:
-        nb = nbformat.read(path, as_version=4)
-        sources = [c.source for c in nb.cells if c.cell_type == "markdown"]
-        title, description = first_heading_and_paragraph(sources, path.name)
+        title, description = first_heading_and_paragraph(markdown_sources(path), path.name)
         page = Page(source=path, title=html.escape(title),
                     description_md=description, stem=path.stem)
         page.href = f"{path.stem}.html"
@@ -130,14 +138,20 @@ def markdown_html(source: str) -> str:
 SECTION = re.compile(r'<h2 id="([^"]+)">(.*?)<a class="anchor-link"', re.S)
 
 
-def prepare_output(out: Path) -> None:
-    """Empty ``out`` for a new build; refuse to delete a folder this script did not write."""
+def check_output(out: Path) -> None:
+    """Refuse an ``out`` that is a file, or a non-empty folder this script did not write."""
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"--out: {out} exists and is not a folder")
         if any(out.iterdir()) and not (out / MARKER).is_file():
             raise ValueError(f"--out: {out} is a non-empty folder that no earlier site build "
                              f"wrote (no {MARKER} file); give an empty or new folder")
+
+
+def prepare_output(out: Path) -> None:
+    """Empty ``out`` (checked by ``check_output``) for a new build."""
+    check_output(out)
+    if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     (out / MARKER).write_text("written by tools/site/build.py; replaced on each build\n")
@@ -145,6 +159,11 @@ def prepare_output(out: Path) -> None:
 
 def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> List[Path]:
     """Write the site into ``out``; return the HTML pages written (contents page first)."""
+    # the arguments first, before the slow imports
+    check_output(out)
+    pages = read_pages(notebook_dir)
+    mathjax = mathjax_dir()
+
     # jsonschema (imported by nbformat) compiles IRI grammars when rfc3987_syntax is
     # installed: about 3 s of CPU, for a format the notebook schema never uses. Without the
     # module jsonschema simply skips that format check.
@@ -154,8 +173,6 @@ def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> L
     from nbconvert import HTMLExporter
     from traitlets.config import Config
 
-    pages = read_pages(notebook_dir)
-    mathjax = mathjax_dir()
     prepare_output(out)
 
     static = out / "static"
