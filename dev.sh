@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The two set-up commands of the README. On first use (or when the pins change) each
+# The set-up commands of the README. On first use (or when the pins change) each
 # creates .venv and installs transformer_lib with its pinned dependencies.
 #
 #   bash dev.sh lab            open the notebook series in JupyterLab
 #   bash dev.sh test [ARGS]    run every test: unit tests and nbval on every notebook
+#   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
+#                              (from the stored outputs; open build/site/index.html)
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${VENV:-.venv}"
@@ -33,7 +35,10 @@ case "${1:-}" in
         # descheduled thread (a 64 x 256 linear layer ~15x slower); sleeping waiters do not.
         export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
         exec "$VENV/bin/python" -m pytest "$@" ;;
+    site)
+        shift
+        exec "$VENV/bin/python" tools/site/build.py "$@" ;;
     *)
-        echo "usage: bash dev.sh lab | test [pytest arguments]" >&2
+        echo "usage: bash dev.sh lab | test [pytest arguments] | site [--out FOLDER]" >&2
         exit 2 ;;
 esac

@@ -1,0 +1,260 @@
+"""Build the offline static site of the notebook series (``bash dev.sh site``).
+
+    python tools/site/build.py [--out build/site] [--notebooks notebooks]
+
+Every ``notebooks/*.ipynb`` becomes one page, in file-name order, from its stored outputs
+(nothing is re-executed: CI already checks that the outputs match the code). The page's
+title is the notebook's first heading; the contents page (``index.html``) shows each
+notebook's first paragraph after that heading and its sections. Each page links to the
+previous and next notebook, to the contents and to a copy of the ``.ipynb``.
+
+Everything a page loads lies in the output folder, so the site works from a USB stick or a
+file share with no network: JupyterLab's cell styles (from nbconvert), figures as files, and
+MathJax 3 from the ``django-static-mathjax`` package (pinned in constraints.txt; SVG output,
+so no web fonts are needed).
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import importlib.util
+import json
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+SITE_CSS = Path(__file__).resolve().parent / "site.css"
+MARKER = ".series-site"     # written into the output folder; only such a folder is replaced
+MATHJAX_FILE = "tex-svg-full.js"   # every TeX extension built in: nothing loaded later
+
+
+@dataclass
+class Page:
+    """One notebook of the series and where its page and its copy go."""
+    source: Path
+    title: str                  # HTML-escaped text of the first heading
+    description_md: str         # the first paragraph after that heading (Markdown)
+    stem: str = ""
+    href: str = ""
+    notebook_href: str = ""
+    notebook_name: str = ""
+    description_html: str = ""
+    sections: List[dict] = field(default_factory=list)
+    prev: Optional["Page"] = None
+    next: Optional["Page"] = None
+
+    def link(self) -> dict:
+        return {"href": self.href, "title": self.title}
+
+
+def first_heading_and_paragraph(markdown_sources: List[str], name: str):
+    """The text of the first Markdown heading and the first paragraph after it."""
+    text = "\n\n".join(markdown_sources)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        match = re.match(r"\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if match:
+            title = match.group(1).strip()
+            break
+    else:
+        raise ValueError(f"notebook {name}: no Markdown heading found; the site takes each "
+                         "page's title from the notebook's first heading (e.g. '# 08 · Topic')")
+    paragraph: List[str] = []
+    for line in lines[i + 1:]:
+        if not line.strip():
+            if paragraph:
+                break
+            continue
+        if re.match(r"\s{0,3}#{1,6}\s", line):
+            break
+        paragraph.append(line)
+    return title, "\n".join(paragraph)
+
+
+def markdown_sources(path: Path) -> List[str]:
+    """The Markdown cells of a notebook (plain JSON: no nbformat import needed for this)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        cells = nb["cells"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"notebook {path.name}: not a notebook file ({error})") from None
+    return ["".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "")
+            for c in cells if c.get("cell_type") == "markdown"]
+
+
+def read_pages(notebook_dir: Path) -> List[Page]:
+    paths = sorted(notebook_dir.glob("*.ipynb"))
+    if not paths:
+        raise ValueError(f"--notebooks: no *.ipynb file in {notebook_dir}")
+    pages = []
+    for path in paths:
+        title, description = first_heading_and_paragraph(markdown_sources(path), path.name)
+        page = Page(source=path, title=html.escape(title),
+                    description_md=description, stem=path.stem)
+        page.href = f"{path.stem}.html"
+        page.notebook_name = path.name
+        page.notebook_href = f"notebooks/{path.name}"
+        pages.append(page)
+    for before, after in zip(pages, pages[1:]):
+        before.next, after.prev = after, before
+    return pages
+
+
+def mathjax_dir() -> Path:
+    """MathJax's es5 folder inside the installed django-static-mathjax package."""
+    spec = importlib.util.find_spec("mathjax")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        folder = Path(location) / "static" / "mathjax"
+        if (folder / "es5" / MATHJAX_FILE).is_file():
+            return folder
+    raise RuntimeError("MathJax not found: the site ships MathJax from the pip package "
+                       "django-static-mathjax (pinned in constraints.txt); reinstall with "
+                       "bash dev.sh (or pip install -c constraints.txt -e '.[dev]')")
+
+
+def lab_static_css() -> str:
+    """JupyterLab's notebook styles as nbconvert's 'lab' template ships them (light theme)."""
+    from jupyter_core.paths import jupyter_path
+    for base in jupyter_path("nbconvert", "templates"):
+        static = Path(base) / "lab" / "static"
+        if (static / "index.css").is_file():
+            return "\n".join((static / name).read_text(encoding="utf-8")
+                             for name in ("index.css", "theme-light.css"))
+    raise RuntimeError("nbconvert's 'lab' template (lab/static/index.css) was not found")
+
+
+def markdown_html(source: str) -> str:
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+    return markdown2html_mistune(source)
+
+
+SECTION = re.compile(r'<h2 id="([^"]+)">(.*?)<a class="anchor-link"', re.S)
+
+
+def check_output(out: Path) -> None:
+    """Refuse an ``out`` that is a file, or a non-empty folder this script did not write."""
+    if out.exists():
+        if not out.is_dir():
+            raise ValueError(f"--out: {out} exists and is not a folder")
+        if any(out.iterdir()) and not (out / MARKER).is_file():
+            raise ValueError(f"--out: {out} is a non-empty folder that no earlier site build "
+                             f"wrote (no {MARKER} file); give an empty or new folder")
+
+
+def prepare_output(out: Path) -> None:
+    """Empty ``out`` (checked by ``check_output``) for a new build."""
+    check_output(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("written by tools/site/build.py; replaced on each build\n")
+
+
+def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> List[Path]:
+    """Write the site into ``out``; return the HTML pages written (contents page first)."""
+    # the arguments first, before the slow imports
+    check_output(out)
+    pages = read_pages(notebook_dir)
+    mathjax = mathjax_dir()
+
+    # jsonschema (imported by nbformat) compiles IRI grammars when rfc3987_syntax is
+    # installed: about 3 s of CPU, for a format the notebook schema never uses. Without the
+    # module jsonschema simply skips that format check.
+    sys.modules.setdefault("rfc3987_syntax", None)
+    import jinja2
+    import nbformat
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    prepare_output(out)
+
+    static = out / "static"
+    (static / "mathjax").mkdir(parents=True)
+    shutil.copy2(mathjax / "es5" / MATHJAX_FILE, static / "mathjax" / MATHJAX_FILE)
+    shutil.copy2(mathjax / "LICENSE", static / "mathjax" / "LICENSE")
+    mathjax_version = json.loads((mathjax / "package.json").read_text())["version"]
+    shutil.copy2(SITE_CSS, static / "site.css")
+    (out / "notebooks").mkdir()
+
+    if readme.is_file():
+        series_title, intro_md = first_heading_and_paragraph(
+            [readme.read_text(encoding="utf-8")], readme.name)
+    else:
+        series_title, intro_md = "Notebooks", ""
+    series_title = html.escape(series_title, quote=False)
+
+    config = Config()
+    config.HTMLExporter.template_name = "series"
+    config.HTMLExporter.extra_template_basedirs = [str(TEMPLATES)]
+    config.HTMLExporter.exclude_anchor_links = False
+    config.ExtractOutputPreprocessor.enabled = True
+    config.ExtractOutputPreprocessor.extract_output_types = {"image/png", "image/jpeg"}
+    exporter = HTMLExporter(config=config)   # figures go to files: ExtractOutputPreprocessor
+
+    written = []
+    pygments_css = None
+    for page in pages:
+        nb = nbformat.read(page.source, as_version=4)
+        resources = {
+            "metadata": {"name": page.stem, "path": str(page.source.parent)},
+            "output_files_dir": f"{page.stem}_files",
+            "site": {"series_title": series_title, "page": {
+                "title": page.title, "notebook_href": page.notebook_href,
+                "notebook_name": page.notebook_name,
+                "prev": page.prev.link() if page.prev else None,
+                "next": page.next.link() if page.next else None}},
+        }
+        body, resources = exporter.from_notebook_node(nb, resources=resources)
+        if pygments_css is None:
+            pygments_css = "\n".join(resources.get("inlining", {}).get("css", []))
+        for name, data in resources.get("outputs", {}).items():
+            target = out / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+        target = out / page.href
+        target.write_text(body, encoding="utf-8")
+        written.append(target)
+        shutil.copy2(page.source, out / page.notebook_href)
+        page.sections = [{"anchor": anchor, "title": title.strip()}
+                         for anchor, title in SECTION.findall(body)]
+        page.description_html = markdown_html(page.description_md)
+
+    (static / "notebook.css").write_text(lab_static_css() + "\n" + (pygments_css or ""),
+                                         encoding="utf-8")
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False)
+    index = env.get_template("site_index.html.j2").render(
+        series_title=series_title, intro_html=markdown_html(intro_md) if intro_md else "",
+        pages=pages, mathjax_version=mathjax_version)
+    (out / "index.html").write_text(index, encoding="utf-8")
+    return [out / "index.html"] + written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site",
+                        help="folder to write the site into (replaced; default build/site)")
+    parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks",
+                        help="folder of the .ipynb files (default notebooks/)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    try:
+        pages = build(args.out, args.notebooks)
+    except (ValueError, RuntimeError) as error:
+        print(f"site: {error}", file=sys.stderr)
+        return 2
+    index = pages[0].resolve()
+    print(f"site: {len(pages)} pages ({len(pages) - 1} notebooks) in {args.out} "
+          f"in {time.perf_counter() - start:.1f} s; open {index.as_uri()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
