@@ -193,15 +193,18 @@ def test_rotation():
 
 
 # --- 03 attention -------------------------------------------------------------------------
-def make_attention(scale="sqrt", dim=-1, mask_mode="ok"):
+def make_attention(scale="sqrt", dim=-1, mask_mode="ok", fill="finfo", zero_blocked=True):
     def attn(q, k, v, mask=None):
         d_k = q.shape[-1]
         s = q @ k.transpose(-2, -1)
         s = s / {"sqrt": math.sqrt(d_k), "none": 1.0, "d": d_k}[scale]
-        if mask is not None and mask_mode != "ignore":
-            m = ~mask if mask_mode == "inverted" else mask
-            s = s.masked_fill(~m, float("-inf"))
+        m = None if mask is None or mask_mode == "ignore" else (
+            ~mask if mask_mode == "inverted" else mask)
+        if m is not None:
+            s = s.masked_fill(~m, float("-inf") if fill == "-inf" else torch.finfo(s.dtype).min)
         w = s.softmax(dim=dim)
+        if m is not None and zero_blocked:
+            w = w.masked_fill(~m, 0.0)
         return w @ v, w
     return attn
 
@@ -215,6 +218,16 @@ def make_attention(scale="sqrt", dim=-1, mask_mode="ok"):
 ])
 def test_scaled_dot_product_wrong(kwargs, words):
     assert failed_with(ex03.check_scaled_dot_product(make_attention(**kwargs)), words)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(fill="-inf", zero_blocked=False), "NaN on the fully masked row"),
+    (dict(zero_blocked=False), "uniform weights on the fully masked row"),
+])
+def test_scaled_dot_product_fully_masked_row(kwargs, words):
+    fb = ex03.check_scaled_dot_product(make_attention(**kwargs))
+    assert failed_with(fb, words, "torch.finfo")
+    assert "causal mask: shape" in str(fb)        # the rows that keep a key were right
 
 
 def test_scaled_dot_product_correct():

@@ -115,14 +115,14 @@ def test_block_wrong(wrong, diagnosis):
     assert diagnosis in text(fb)
 
 
-def test_block_identity_as_add_pitfall_11():
+def test_block_identity_as_add_names_the_pitfall():
     add = nn.Identity()
 
     def wrong(x, sublayer, norm, dropout, norm_first):
         return norm(add(x, dropout(sublayer(x))))
     fb = check_sublayer_connection(wrong)
     assert not fb.passed
-    assert "pitfall 11" in text(fb) and "TypeError" in text(fb)
+    assert "pitfall \"nn.Identity as an 'add' layer\"" in text(fb) and "TypeError" in text(fb)
 
 
 def test_block_dropout_twice():

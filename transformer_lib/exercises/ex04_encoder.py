@@ -15,8 +15,8 @@ from . import Feedback, check_count, check_tensor, first_match, keeps_rng, run_l
 Tensor = torch.Tensor
 
 PITFALL_11 = ("nn.Identity was called with two arguments, as if it were an 'add' layer "
-              "(pitfall 11): nn.Identity returns its one input unchanged. Write the residual "
-              "as a plain sum, x + ...")
+              "(notebook 04's pitfall \"nn.Identity as an 'add' layer\"): nn.Identity returns "
+              "its one input unchanged. Write the residual as a plain sum, x + ...")
 
 
 # Exercise 1 --------------------------------------------------------------------------
