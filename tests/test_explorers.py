@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib import explorers, plotting, sinusoidal_table  # noqa: E402
+from transformer_lib import explorers  # noqa: E402
 from transformer_lib.decoding import beam_search, greedy_decode  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not explorers.DATES_CHECKPOINT.is_file(),
@@ -41,17 +41,6 @@ def test_positional_encoding_dimension_follows_d_model():
     e = explorers.positional_encoding(d_model=64, dimension=50)
     e.controls["d_model"].value = 16
     assert e.controls["dimension"].max == 15 and e.controls["dimension"].value == 15
-
-
-def test_positional_similarity_is_the_dot_product():
-    table = sinusoidal_table(40, 16)
-    fig = plotting.positional_similarity(table, 10)
-    x, y = fig.axes[0].get_lines()[0].get_data()
-    assert list(x) == list(range(-10, 30))
-    torch.testing.assert_close(torch.as_tensor(y), table @ table[10])
-    with pytest.raises(ValueError, match="position must be an int in \\[0, 40\\)"):
-        plotting.positional_similarity(table, 40)
-    plt.close("all")
 
 
 def test_masks_every_slider_redraws():
