@@ -42,6 +42,16 @@ def test_positional_curves():
         plotting.positional_curves(table, dims=[16])
 
 
+def test_positional_similarity_is_the_dot_product():
+    table = sinusoidal_table(40, 16)
+    fig = plotting.positional_similarity(table, 10)
+    x, y = fig.axes[0].get_lines()[0].get_data()
+    assert list(x) == list(range(-10, 30))
+    torch.testing.assert_close(torch.as_tensor(y), table @ table[10])
+    with pytest.raises(ValueError, match="position must be an int in \\[0, 40\\)"):
+        plotting.positional_similarity(table, 40)
+
+
 def test_attention_heads_one_layer():
     torch.manual_seed(0)
     mha = MultiHeadAttention(8, 4)

@@ -62,6 +62,29 @@ def positional_curves(table, dims: Sequence[int], ax=None,
     return fig
 
 
+def positional_similarity(table, position: int, ax=None,
+                          title: Optional[str] = None) -> Figure:
+    """Dot product of one position's encoding with every other's, against their distance k.
+
+    For the sinusoidal table ``PE[p] . PE[p + k] = sum_i cos(k w_i)``: the curve has the same
+    shape for every ``position``, only the range of distances shown moves.
+    """
+    table = _as_2d(table, "table")                                           # (L, D)
+    if isinstance(position, bool) or not isinstance(position, int) \
+            or not 0 <= position < table.shape[0]:
+        raise ValueError(f"position must be an int in [0, {table.shape[0]}), got {position!r}")
+    fig, ax = _axes(ax, (6, 2.8))
+    sims = table @ table[position]                                           # (L,)
+    distance = torch.arange(table.shape[0]) - position                       # (L,)
+    ax.plot(distance.numpy(), sims.numpy(), label=f"PE[{position}] · PE[{position} + k]")
+    ax.axhline(table.shape[1] / 2, color="grey", linestyle=":", label="D / 2 (at k = 0)")
+    ax.set_xlabel("distance k (positions)")
+    ax.set_ylabel("dot product")
+    ax.set_title(title or "Similarity against distance", fontsize="medium")
+    ax.legend(loc="upper right", fontsize="small")
+    return fig
+
+
 def _label_axes(ax, tokens_q, tokens_k, left: bool, bottom: bool) -> None:
     ax.set_xticks(range(len(tokens_k)))
     ax.set_xticklabels(tokens_k if bottom else [""] * len(tokens_k), rotation=90)
