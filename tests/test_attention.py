@@ -204,3 +204,38 @@ def test_fused_attention_under_bf16_autocast_matches_the_explicit_path():
     torch.testing.assert_close(out16.double(), expected, atol=3e-2, rtol=3e-2)
     exact = fused_attention(q.double(), k.double(), v.double(), mask)        # fp64 untouched
     torch.testing.assert_close(exact, expected, atol=1e-12, rtol=1e-12)
+
+
+# bad input: float masks and mismatched shapes are refused, naming the argument ----------
+def _qkv(d_k=8, d_k_keys=8, t_k=5, t_v=5):
+    return torch.randn(2, 2, 4, d_k), torch.randn(2, 2, t_k, d_k_keys), torch.randn(2, 2, t_v, 8)
+
+
+@pytest.mark.parametrize("fn", [attention, fused_attention], ids=["explicit", "fused"])
+@pytest.mark.parametrize("mask", [torch.zeros(4, 5), torch.ones(4, 5).tril(),
+                                  torch.ones(4, 5, dtype=torch.long)],
+                         ids=["float-zeros", "float-causal", "long"])
+def test_non_bool_masks_are_refused(fn, mask):
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match=r"mask must have dtype torch.bool \(True = may attend\)"):
+        fn(q, k, v, mask)
+
+
+@pytest.mark.parametrize("fn", [attention, fused_attention], ids=["explicit", "fused"])
+def test_mismatched_d_k_names_both_shapes(fn):
+    q, k, v = _qkv(d_k=8, d_k_keys=6)
+    with pytest.raises(ValueError, match=r"same d_k.*\(2, 2, 4, 8\).*\(2, 2, 5, 6\)"):
+        fn(q, k, v)
+
+
+@pytest.mark.parametrize("fn", [attention, fused_attention], ids=["explicit", "fused"])
+def test_keys_and_values_of_different_lengths_are_named(fn):
+    q, k, v = _qkv(t_k=5, t_v=6)
+    with pytest.raises(ValueError, match=r"k and v must have the same T_k"):
+        fn(q, k, v)
+
+
+def test_fused_refuses_a_mask_with_is_causal():
+    q, k, v = _qkv()
+    with pytest.raises(ValueError, match="either mask or is_causal"):
+        fused_attention(q, k, v, torch.ones(4, 5, dtype=torch.bool), is_causal=True)

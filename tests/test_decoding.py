@@ -218,3 +218,10 @@ def test_bad_source_is_named():
             decode(model, torch.tensor([[3, 99]]), 5)                        # out of vocab
         with pytest.raises(TypeError, match="model"):
             decode("model", torch.tensor([[3, 4]]), 5)
+
+
+@pytest.mark.parametrize("decode", [greedy_decode, beam_search], ids=["greedy", "beam"])
+def test_an_empty_batch_is_named(decode):
+    model = Transformer(TransformerConfig.tiny(src_vocab_size=20, P_drop=0.0))
+    with pytest.raises(ValueError, match=r"src must hold at least one sequence .*\(0, 5\)"):
+        decode(model, torch.zeros(0, 5, dtype=torch.long), max_len=4)

@@ -170,3 +170,29 @@ def test_training_step_under_bf16_autocast_reaches_every_parameter():
     logits.float().sum().backward()
     assert all(p.grad is not None and torch.isfinite(p.grad).all()
                for p in model.parameters())
+
+
+# shape errors name the argument that is wrong -------------------------------------------
+def test_src_and_tgt_batches_that_differ_are_named(tiny):
+    model = Transformer(tiny)
+    src, tgt = torch.randint(3, 50, (2, 5)), torch.randint(3, 50, (3, 4))
+    with pytest.raises(ValueError, match=r"tgt holds a batch of 3 .* holds 2") as info:
+        model(src, tgt)
+    assert "src_mask" not in str(info.value)
+
+
+def test_a_cache_reused_with_another_batch_size_is_named(tiny):
+    model = Transformer(tiny).eval()
+    memory = model.encode(torch.randint(3, 50, (2, 5)))
+    cache = model.new_cache()
+    model.decode(torch.ones(2, 1, dtype=torch.long), memory, cache=cache)
+    other = model.encode(torch.randint(3, 50, (3, 5)))
+    with pytest.raises(ValueError, match=r"cache holds keys and values of a batch of 2.*new_cache"):
+        model.decode(torch.ones(3, 1, dtype=torch.long), other, cache=cache)
+    assert cache.batch_size == 2 and model.new_cache().batch_size is None
+
+
+def test_memory_of_the_wrong_rank_is_named(tiny):
+    model = Transformer(tiny)
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, S, D\)"):
+        model.decode(torch.ones(2, 1, dtype=torch.long), torch.zeros(2, 5))

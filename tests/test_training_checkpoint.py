@@ -138,3 +138,92 @@ def test_load_model_rebuilds_model_and_tokenizers(tmp_path):
     save_checkpoint(tmp_path / "bad.pt", {"model": model.state_dict()})
     with pytest.raises(ValueError, match="config"):
         load_model(tmp_path / "bad.pt")
+
+
+# checksums, files that are not checkpoints, leftovers of killed writes ------------------
+from pathlib import Path  # noqa: E402
+
+from transformer_lib.training.checkpoint import CheckpointError, remove_temporaries  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MARK = torch.full((64,), 1.2345)              # bytes easy to find in the file
+
+
+def test_damaged_weight_bytes_are_refused(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"step": 3, "model": {"w": MARK.clone()}})
+    data = bytearray(path.read_bytes())
+    at = bytes(data).find(MARK.numpy().tobytes())
+    assert at > 0
+    data[at + 17] ^= 0xFF                     # one flipped byte inside the tensor
+    path.write_bytes(bytes(data))
+    assert not torch.equal(torch.load(path, weights_only=True)["model"]["w"], MARK)  # loads
+    with pytest.raises(CheckpointError, match=r"c.pt is damaged: its tensors no longer match"):
+        load_checkpoint(path)
+
+
+def test_checksum_is_stored_and_stripped_on_load(tmp_path):
+    save_checkpoint(tmp_path / "c.pt", {"step": 3, "w": MARK})
+    raw = torch.load(tmp_path / "c.pt", weights_only=True)
+    assert raw["checksum"].startswith("sha256:") and len(raw["checksum"]) == 7 + 64
+    assert set(load_checkpoint(tmp_path / "c.pt")) == {"step", "w"}
+
+
+def test_checksum_depends_on_every_tensor_its_name_and_dtype():
+    base = ckpt_mod.checksum({"a": {"w": MARK}, "b": [torch.zeros(2)]})
+    assert base == ckpt_mod.checksum({"b": [torch.zeros(2)], "a": {"w": MARK.clone()}})
+    assert base != ckpt_mod.checksum({"a": {"w": MARK}, "b": [torch.zeros(2, dtype=torch.int32)]})
+    assert base != ckpt_mod.checksum({"a": {"v": MARK}, "b": [torch.zeros(2)]})
+    assert base != ckpt_mod.checksum({"a": {"w": MARK}, "b": [torch.tensor([0.0, 1e-30])]})
+
+
+def test_old_checkpoints_without_a_checksum_still_load(tmp_path):
+    torch.save({"step": 1, "w": MARK}, tmp_path / "old.pt")
+    assert load_checkpoint(tmp_path / "old.pt")["step"] == 1
+    shipped = ROOT / "checkpoints" / "dates.pt"
+    assert "checksum" not in torch.load(shipped, weights_only=True)
+    assert load_model(shipped)[0].config.d_model > 0
+
+
+class Hostile:
+    pass
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("text", "is not a checkpoint, or is damaged: torch.load cannot read it"),
+    ("empty", "is not a checkpoint, or is damaged"),
+    ("truncated", "is not a checkpoint, or is damaged"),
+    ("pickle", "holds Python objects that the safe loader"),
+    ("list", "is not a checkpoint: it holds a list, not a dict"),
+])
+def test_a_file_that_is_not_a_checkpoint_gets_one_line(tmp_path, kind, message):
+    path = tmp_path / "x.pt"
+    if kind == "text":
+        path.write_text("source\ttarget\n")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "truncated":
+        save_checkpoint(path, {"w": MARK})
+        path.write_bytes(path.read_bytes()[:200])
+    elif kind == "pickle":
+        torch.save({"x": Hostile()}, path)
+    else:
+        torch.save([1, 2], path)
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path)
+    text = str(info.value)
+    assert message in text and str(path) in text
+    assert "\n" not in text and "weights_only=False" not in text
+
+
+def test_leftovers_of_killed_writes_are_removed_by_the_next_save(tmp_path):
+    path = tmp_path / "c.pt"
+    left = [tmp_path / ".c.pt.abc123.tmp", tmp_path / ".c.pt.zz.tmp"]
+    for p in left:
+        p.write_bytes(b"half")
+    other = tmp_path / ".other.pt.q.tmp"                 # another checkpoint's: kept
+    other.write_bytes(b"x")
+    save_checkpoint(path, {"step": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.q.tmp", "c.pt"]
+    left[0].write_bytes(b"half")
+    assert remove_temporaries(path) == [left[0]] and not left[0].exists()

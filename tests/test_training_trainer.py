@@ -199,3 +199,37 @@ def test_cli_keeps_freed_memory_unless_told_not_to(tmp_path, monkeypatch, flag, 
     monkeypatch.setattr(train_cli.fast, "keep_freed_memory", lambda: made.append(1) or "")
     train_cli.main([*CLI_ARGS, "--steps", "1", "--out", str(tmp_path / "r"), *flag])
     assert len(made) == calls
+
+
+def test_request_stop_ends_fit_after_the_step_with_a_checkpoint(tmp_path):
+    trainer = make_trainer(tmp_path, steps=10)               # save_every=0: end only
+    step = trainer.train_step
+
+    def stop_during_step_4(batch):
+        if trainer.step == 3:
+            trainer.request_stop(2)
+        return step(batch)
+    trainer.train_step = stop_during_step_4
+    trainer.fit()
+    assert trainer.step == 4 and trainer.stopped_early and trainer.saved_step == 4
+    assert load_checkpoint(tmp_path / "c.pt")["step"] == 4
+
+
+def test_the_final_checkpoint_is_written_before_validation(tmp_path):
+    trainer = make_trainer(tmp_path, steps=3)
+
+    def broken_validation():
+        assert load_checkpoint(tmp_path / "c.pt")["step"] == 3   # already on disk
+        raise IndexError("as sacrebleu on no sentence")
+    trainer.validate = broken_validation
+    with pytest.raises(IndexError):
+        trainer.fit()
+    assert load_checkpoint(tmp_path / "c.pt")["step"] == 3
+
+
+def test_resume_removes_leftovers_of_a_killed_save(tmp_path):
+    make_trainer(tmp_path, steps=2).fit()
+    (tmp_path / ".c.pt.dead.tmp").write_bytes(b"half a checkpoint")
+    trainer = make_trainer(tmp_path, steps=4)
+    trainer.resume()
+    assert trainer.step == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_mask
+from .checks import check_attention_inputs, check_mask
 from .masks import causal_mask, combine
 
 Tensor = torch.Tensor
@@ -34,6 +34,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
         mask: bool, True = may attend, broadcastable to (..., T_q, T_k)
         returns output (..., T_q, d_v) and weights (..., T_q, T_k)
     """
+    check_attention_inputs(q, k, v, mask)         # a float mask would be added, not applied
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])               # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -52,6 +53,9 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
     ``is_causal=True`` (with ``mask=None``) lets the kernel skip the future without a mask
     tensor. Shapes as in :func:`attention`.
     """
+    check_attention_inputs(q, k, v, mask)   # SDPA would add a float mask to the scores
+    if is_causal and mask is not None:
+        raise ValueError("pass either mask or is_causal=True, not both")
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                          is_causal=is_causal)                # (..., T_q, d_v)
     if mask is not None:

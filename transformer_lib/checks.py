@@ -40,3 +40,25 @@ def check_mask(mask: Optional[torch.Tensor], name: str, shape: Sequence[int]) ->
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} does not broadcast to (B, H, T_q, T_k) = "
             f"{expected}")
+
+
+def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                           mask: Optional[torch.Tensor]) -> None:
+    """Raise unless q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) fit together
+    and ``mask`` is None or bool, broadcastable to (..., T_q, T_k)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() < 2:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a tensor of shape (..., length, size), got {got}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same d_k (last dimension): q has shape "
+                         f"{tuple(q.shape)}, k has shape {tuple(k.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same T_k (second-to-last dimension): k has "
+                         f"shape {tuple(k.shape)}, v has shape {tuple(v.shape)}")
+    try:
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"the leading (batch, head) dimensions of q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)} and v {tuple(v.shape)} do not broadcast") from None
+    check_mask(mask, "mask", (*batch, q.shape[-2], k.shape[-2]))

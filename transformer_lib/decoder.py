@@ -31,6 +31,12 @@ class KVCache:
         first = self.layers[0]["self"]
         return first["k"].shape[2] if "k" in first else 0
 
+    @property
+    def batch_size(self) -> Optional[int]:
+        """Rows of the cached keys and values; None while the cache is empty."""
+        first = self.layers[0]["self"] if self.layers else {}
+        return first["k"].shape[0] if "k" in first else None
+
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (beam search: follow each beam's parent)."""
         for layer in self.layers:

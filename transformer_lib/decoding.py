@@ -46,6 +46,9 @@ def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) ->
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
     c = model.config
     check_token_ids(src, "src", c.src_vocab_size)
+    if src.shape[0] == 0:
+        raise ValueError(f"src must hold at least one sequence (B >= 1), got shape "
+                         f"{tuple(src.shape)}")
     _check_int(max_len, "max_len", 1)
     if max_len > c.max_len:
         raise ValueError(f"max_len must be <= the model's positional table (config.max_len="

@@ -80,6 +80,7 @@ class Transformer(nn.Module):
             check_token_ids(src, "src", c.src_vocab_size)
             src_mask = self._src_mask(src, None)
         B, T = tgt.shape
+        _check_batches(tgt, memory, cache)
         check_mask(src_mask, "src_mask", (B, c.h, 1, memory.shape[1]))
         offset = 0 if cache is None else cache.length
         if tgt_mask is None and cache is None:
@@ -120,3 +121,18 @@ class Transformer(nn.Module):
             return padding_mask(src, c.pad_id)                                # (B, 1, 1, S)
         check_mask(src_mask, "src_mask", (src.shape[0], c.h, 1, src.shape[1]))
         return src_mask
+
+
+def _check_batches(tgt: Tensor, memory: Tensor, cache: Optional[KVCache]) -> None:
+    """tgt, memory and a used cache must hold the same number of sequences."""
+    if not isinstance(memory, torch.Tensor) or memory.dim() != 3:
+        got = tuple(memory.shape) if isinstance(memory, torch.Tensor) else type(memory).__name__
+        raise ValueError(f"memory must have shape (B, S, D) (the output of encode), got {got}")
+    if memory.shape[0] != tgt.shape[0]:
+        raise ValueError(f"tgt holds a batch of {tgt.shape[0]} sequences but memory (the "
+                         f"encoded src) holds {memory.shape[0]}: src and tgt must have the "
+                         "same batch size")
+    if cache is not None and cache.batch_size not in (None, tgt.shape[0]):
+        raise ValueError(f"cache holds keys and values of a batch of {cache.batch_size}, but "
+                         f"tgt holds {tgt.shape[0]}: start each new batch with "
+                         "model.new_cache()")

@@ -13,6 +13,9 @@ Examples::
     python -m transformer_lib.train --task dates --out runs/plain --no-compiled-kernels
     # continue a run where it stopped
     python -m transformer_lib.train --task dates --steps 6000 --out runs/dates --resume
+
+Ctrl-C (or SIGTERM) stops after the current step, writes a checkpoint of it and prints the
+command that resumes; a second one stops at once, keeping the last complete checkpoint.
 """
 from __future__ import annotations
 
@@ -32,12 +35,15 @@ import torch
 from .. import fast
 from ..config import TransformerConfig
 from ..model import Transformer
-from ..training.checkpoint import load_checkpoint
+from ..training.checkpoint import CheckpointError, load_checkpoint
 from ..training.distributed import cleanup, init_distributed
 from ..training.metrics import evaluate_translation
-from ..training.precision import bf16_problem
 from ..training.trainer import Trainer, TrainSettings, pick_device
 from .args import non_negative_int, positive_int
+from .stopping import (GracefulStop, failed_save, signals_interrupt, stopped,
+                       stopped_at_once)
+from .train_checks import (UsageError, check_args, check_resume, data_flags, fitting,
+                           read_corpus, vocab_note)
 
 PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
            "big": TransformerConfig.big}
@@ -86,7 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="steps between those snapshots")
     train.add_argument("--out", type=Path, required=True, help="output folder")
     train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
-    train.add_argument("--resume", action="store_true", help="continue --out/--name")
+    train.add_argument("--resume", action="store_true",
+                       help="continue --out/--name with the same flags (--steps, --eval-every, "
+                            "--eval-limit, --save-every, --average-last and --average-every "
+                            "may change)")
+    train.add_argument("--override", action="store_true",
+                       help="with --resume: accept other training or data flags than the "
+                            "checkpoint's (the run then differs from an uninterrupted one)")
     train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     train.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction,
@@ -108,88 +120,67 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_args(p: argparse.ArgumentParser, args) -> Path:
-    """Reject contradictory or impossible arguments; return the checkpoint path."""
-    if (args.task is None) == (args.train_file is None):
-        p.error("give either --task dates or --train-file/--valid-file (not both)")
-    if args.train_file is not None and args.valid_file is None:
-        p.error("--train-file needs --valid-file")
-    for flag in ("train_file", "valid_file", "test_file"):
-        path = getattr(args, flag)
-        if path is not None and not path.is_file():
-            p.error(f"--{flag.replace('_', '-')}: no such file: {path}")
-    if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
-        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    if not 0.0 <= args.label_smoothing < 1.0:
-        p.error(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
-    if args.lr_factor <= 0:
-        p.error(f"--lr-factor must be positive, got {args.lr_factor}")
-    device = check_device(p, args.device)
-    if args.bf16 and (problem := bf16_problem(device)):
-        p.error(f"--bf16: {problem}. Train in fp32 (leave out --bf16), or on a GPU")
-    path = args.out / args.name
-    if args.resume and not path.is_file():
-        p.error(f"--resume: no checkpoint to resume at {path}")
-    if path.exists() and not (args.resume or args.force):
-        p.error(f"{path} already exists: pass --resume to continue it or --force to "
-                "overwrite it")
-    return path
-
-
-def check_device(p: argparse.ArgumentParser, name: Optional[str]) -> torch.device:
-    """The device of --device (default: CUDA when available), or a usage error saying why
-    it cannot be used."""
-    try:
-        device = pick_device(name)
-    except (RuntimeError, ValueError) as e:
-        p.error(f"--device: {name!r} is not a device PyTorch knows ({str(e).splitlines()[0]}); "
-                "use cpu, cuda or cuda:N")
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            p.error(f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
-                    f"(torch {torch.__version__}); leave out --device to train on the CPU")
-        if device.index is not None and device.index >= count:
-            p.error(f"--device {name}: there are {count} CUDA devices (cuda:0 .. "
-                    f"cuda:{count - 1})")
-    return device
-
-
 def load_data(args):
     """-> (train pairs, valid pairs, test pairs or None, BLEU tokenization)."""
     if args.task == "dates":
         from ..data.dates import make_date_splits
         splits = make_date_splits(args.n_train, args.n_valid, args.n_test)
         return splits["train"], splits["valid"], splits["test"], "char"
-    from ..data.corpus import read_parallel
-    test = read_parallel(args.test_file) if args.test_file else None
-    return read_parallel(args.train_file), read_parallel(args.valid_file), test, "13a"
+    test = read_corpus("--test-file", args.test_file) if args.test_file else None
+    return (read_corpus("--train-file", args.train_file),
+            read_corpus("--valid-file", args.valid_file), test, "13a")
 
 
-def new_tokenizer(args, train_pairs):
+def new_tokenizer(args, train_pairs, notes: List[str]):
     """One vocabulary shared by source and target (§5.1), so embeddings can be tied."""
     from ..data.tokenizers import BPETokenizer, CharTokenizer
     texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
     if args.task == "dates":
         return CharTokenizer.train(texts)
-    return BPETokenizer.train(texts, vocab_size=args.vocab_size)
+    if args.vocab_size <= 4:
+        raise UsageError(f"--vocab-size must be > 4 (the special tokens), got {args.vocab_size}")
+    tok = BPETokenizer.train(texts, vocab_size=args.vocab_size)
+    note = vocab_note(args.vocab_size, tok.vocab_size)
+    if note:
+        notes.append(note)
+    return tok
 
 
 def model_config(args, vocab_size: int) -> TransformerConfig:
     sizes = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
              "P_drop": args.dropout, "max_len": args.max_len}
-    return PRESETS[args.preset](vocab_size, **{k: v for k, v in sizes.items() if v is not None})
+    given = {k: v for k, v in sizes.items() if v is not None}
+    try:
+        return PRESETS[args.preset](vocab_size, **given)
+    except ValueError as e:
+        flags = " ".join(f"{f} {v}" for f, v in zip(
+            ("--d-model", "--layers", "--heads", "--d-ff", "--dropout", "--max-len"),
+            sizes.values()) if v is not None)
+        raise UsageError(f"--preset {args.preset} {flags}: {e}".replace("  ", " ")) from None
 
 
-def build(args, ckpt_path: Path, train_pairs):
-    """-> (model, src tokenizer, tgt tokenizer): from the checkpoint with --resume."""
-    from ..data.tokenizers import tokenizer_from_dict
-    if args.resume:
+def read_resumed(ckpt_path: Path):
+    """The checkpoint to resume, or a usage error saying why it cannot be."""
+    try:
         ckpt = load_checkpoint(ckpt_path)
+    except CheckpointError as e:
+        raise UsageError(f"--resume: {e}") from None
+    missing = [k for k in ("config", "model", "src_tokenizer", "tgt_tokenizer", "step")
+               if k not in ckpt]
+    if missing:
+        raise UsageError(f"--resume: {ckpt_path} is not a training checkpoint (no "
+                         f"{', '.join(missing)})")
+    return ckpt
+
+
+def build(args, ckpt, train_pairs, notes: List[str]):
+    """-> (model, src tokenizer, tgt tokenizer): from the checkpoint ``ckpt`` if given."""
+    from ..data.tokenizers import tokenizer_from_dict
+    if ckpt is not None:
         config = TransformerConfig(**ckpt["config"])
         src_tok = tokenizer_from_dict(ckpt["src_tokenizer"])
         return Transformer(config), src_tok, tokenizer_from_dict(ckpt["tgt_tokenizer"])
-    tok = new_tokenizer(args, train_pairs)
+    tok = new_tokenizer(args, train_pairs, notes)
     return Transformer(model_config(args, tok.vocab_size)), tok, tok
 
 
@@ -202,38 +193,72 @@ def settings_from(args, ckpt_path: Path, decode_max_len: int, bleu_tokenize: str
                          bleu_tokenize=bleu_tokenize, progress=not args.no_progress)
 
 
-def run(args, ckpt_path: Path, kernels: bool = False) -> Trainer:
+def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
+    """Everything before the first step, with every check that can be made now.
+
+    -> (trainer, test pairs or None)."""
+    from ..data.batching import encode_pairs
+    train_pairs, valid_pairs, test_pairs, bleu_tokenize = load_data(args)
+    notes: List[str] = []
+    ckpt = read_resumed(ckpt_path) if args.resume else None
+    model, src_tok, tgt_tok = build(args, ckpt, train_pairs, notes)
+    max_len = model.config.max_len
+    examples = encode_pairs(train_pairs, src_tok, tgt_tok, max_len=max_len)
+    if not examples:
+        where = f"--train-file {args.train_file}" if args.train_file else "--task dates"
+        raise UsageError(f"{where}: no training pair fits the model's max_len={max_len} "
+                         "tokens: raise --max-len")
+    valid_pairs = fitting(valid_pairs, src_tok, max_len,
+                          f"--valid-file {args.valid_file}" if args.valid_file
+                          else "the validation split", notes)
+    if test_pairs is not None:
+        test_pairs = fitting(test_pairs, src_tok, max_len,
+                             f"--test-file {args.test_file}" if args.test_file
+                             else "the test split", notes)
+    decode_max_len = min(max(len(t) for _, t in examples) + 10, max_len - 1)
+    settings = settings_from(args, ckpt_path, decode_max_len, bleu_tokenize)
+    if ckpt is not None:
+        check_resume(args, ckpt, dataclasses.asdict(settings), notes)
+        del ckpt                                  # the trainer reads it again below
+    if dist.is_main:
+        for note in notes:
+            print(note, flush=True)
+    if device.type == "cpu":
+        fast.accelerate(model, kernels=kernels)   # same model, faster CPU steps
+    extra = {"command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
+             "task": args.task or "corpus", "data": data_flags(args)}
+    trainer = Trainer(model, src_tok, tgt_tok, examples, valid_pairs, settings, str(device),
+                      dist, extra)
+    if args.resume:
+        trainer.resume()
+    return trainer, test_pairs
+
+
+def run(args, ckpt_path: Path, kernels: bool = False, progress: Optional[dict] = None
+        ) -> Trainer:
+    """Train; ``progress["trainer"]`` holds the trainer as soon as it exists (for the
+    messages of an interrupted or failed run)."""
     device = pick_device(args.device)
     dist = init_distributed(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
     random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
-    train_pairs, valid_pairs, test_pairs, bleu_tokenize = load_data(args)
-    model, src_tok, tgt_tok = build(args, ckpt_path, train_pairs)
-    if device.type == "cpu":
-        fast.accelerate(model, kernels=kernels)   # same model, faster CPU steps
-    from ..data.batching import encode_pairs
-    examples = encode_pairs(train_pairs, src_tok, tgt_tok, max_len=model.config.max_len)
-    if not examples:
-        raise SystemExit(f"error: no training pair fits in max_len={model.config.max_len}")
-    decode_max_len = min(max(len(t) for _, t in examples) + 10, model.config.max_len - 1)
-    settings = settings_from(args, ckpt_path, decode_max_len, bleu_tokenize)
-    extra = {"command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
-             "task": args.task or "corpus"}
-    trainer = Trainer(model, src_tok, tgt_tok, examples, valid_pairs, settings, str(device),
-                      dist, extra)
-    if args.resume:
-        trainer.resume()
+    trainer, test_pairs = prepare(args, ckpt_path, dist, device, kernels)
+    if progress is not None:
+        progress["trainer"] = trainer
     if dist.enabled:
         torch.manual_seed(args.seed + 1000 * dist.rank + trainer.step)  # own dropout per rank
     start, first = time.perf_counter(), trainer.step
-    trainer.fit()
+    with GracefulStop(trainer, announce=dist.is_main):
+        trainer.fit()
     if dist.is_main and trainer.step > first:
         print(f"trained steps {first + 1}-{trainer.step} in {time.perf_counter() - start:.1f} s "
               "(validation included)")
-    if test_pairs is not None and dist.is_main:
+    if test_pairs is not None and dist.is_main and trainer.stop_signal is None:
+        src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
         scores = evaluate_translation(trainer.model, test_pairs, src_tok, tgt_tok,
-                                      decode_max_len, bleu_tokenize, device)
+                                      trainer.settings.decode_max_len,
+                                      trainer.settings.bleu_tokenize, trainer.device)
         trainer.extra["test"] = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
                                  "n": len(test_pairs)}
         trainer.save()
@@ -273,6 +298,7 @@ def wants_compiled_kernels(parser: argparse.ArgumentParser, args) -> bool:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     ckpt_path = check_args(parser, args)
@@ -280,9 +306,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.keep_freed_memory:
         fast.keep_freed_memory()
-    trainer = run(args, ckpt_path, wants_compiled_kernels(parser, args))
-    if trainer.dist.is_main:
-        print(f"checkpoint: {ckpt_path} (step {trainer.step})")
+    progress: dict = {}
+    try:
+        with signals_interrupt():
+            trainer = run(args, ckpt_path, wants_compiled_kernels(parser, args), progress)
+    except UsageError as e:
+        parser.error(str(e))
+    except KeyboardInterrupt as e:                  # a second Ctrl-C, or one before training
+        signum = getattr(e, "signum", 2)
+        return stopped_at_once(argv, ckpt_path, progress.get("trainer"), signum)
+    except OSError as e:
+        if "trainer" not in progress:
+            raise
+        return failed_save(argv, ckpt_path, progress["trainer"], e)
+    if not trainer.dist.is_main:
+        return 0
+    signum = getattr(trainer, "stop_signal", None)
+    if signum is not None:
+        return stopped(argv, ckpt_path, trainer, signum)
+    print(f"checkpoint: {ckpt_path} (step {trainer.step})")
     return 0
 
 

@@ -3,15 +3,22 @@
 A checkpoint is a plain dict of tensors and JSON-like values (str, int, float, bool, None,
 list, dict), the only things the safe ``weights_only`` unpickler accepts. Random states are
 stored the same way: numpy's as a tensor plus ints, Python's as a list of ints.
+
+Every save adds ``"checksum"``: the SHA-256 of all tensors (names, dtypes, shapes, bytes),
+verified on load, so damaged bytes are refused instead of decoded into garbage. Older
+checkpoints without one still load. A save killed mid-write leaves only a temporary
+``.NAME.*.tmp`` file beside the checkpoint; the next save or resume removes it.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+import pickle
 import random
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterator, Tuple
 
 import numpy as np
 import torch
@@ -20,11 +27,18 @@ from ..config import TransformerConfig
 from ..model import Transformer
 
 
+class CheckpointError(ValueError):
+    """A file that is not a checkpoint, or one whose bytes were damaged after writing."""
+
+
 def save_checkpoint(path, state: Dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically: a temporary file in the same folder, then
-    ``os.replace``. A crash mid-write leaves the previous checkpoint untouched."""
+    """Write ``state`` and its checksum to ``path`` atomically: a temporary file in the
+    same folder, then ``os.replace``. A crash mid-write leaves the previous checkpoint
+    untouched (and a temporary file that the next save removes)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_temporaries(path)
+    state = {**state, "checksum": checksum(state)}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -39,6 +53,37 @@ def save_checkpoint(path, state: Dict[str, Any]) -> None:
         raise
 
 
+def remove_temporaries(path) -> list:
+    """Delete the temporary files that interrupted saves of ``path`` left; return them."""
+    path = Path(path)
+    left = sorted(path.parent.glob(f".{path.name}.*.tmp")) if path.parent.is_dir() else []
+    for tmp in left:
+        tmp.unlink(missing_ok=True)
+    return left
+
+
+def checksum(state: Dict[str, Any]) -> str:
+    """SHA-256 over every tensor of ``state`` (except a stored checksum): its key path,
+    dtype, shape and bytes, in a fixed order."""
+    h = hashlib.sha256()
+    for key, t in _tensors({k: v for k, v in state.items() if k != "checksum"}):
+        t = t.detach().cpu().contiguous()
+        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+def _tensors(value, key: str = "") -> Iterator[Tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        yield key, value
+    elif isinstance(value, dict):
+        for k in sorted(value, key=str):
+            yield from _tensors(value[k], f"{key}/{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from _tensors(v, f"{key}/{i}")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -46,11 +91,29 @@ def _umask() -> int:
 
 
 def load_checkpoint(path, map_location="cpu") -> Dict[str, Any]:
-    """Read a checkpoint with the safe unpickler (``weights_only=True``)."""
+    """Read a checkpoint with the safe unpickler (``weights_only=True``) and verify its
+    checksum; :class:`CheckpointError` (one line) for anything else or damaged bytes."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
-    return torch.load(path, map_location=map_location, weights_only=True)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        reason = ("it holds Python objects that the safe loader (weights_only=True) refuses"
+                  if "Weights only load failed" in str(e) else "its contents cannot be read")
+        raise CheckpointError(f"{path} is not a checkpoint, or is damaged: {reason}") from None
+    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError,
+            UnicodeDecodeError, AttributeError, TypeError) as e:
+        raise CheckpointError(f"{path} is not a checkpoint, or is damaged: torch.load cannot "
+                              f"read it ({type(e).__name__})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} is not a checkpoint: it holds a "
+                              f"{type(state).__name__}, not a dict")
+    stored = state.pop("checksum", None)           # checkpoints before checksums: none
+    if stored is not None and stored != checksum(state):
+        raise CheckpointError(f"{path} is damaged: its tensors no longer match the checksum "
+                              "written with them; resume from an earlier copy or train again")
+    return state
 
 
 def rng_state() -> Dict[str, Any]:

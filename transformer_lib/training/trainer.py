@@ -1,5 +1,8 @@
 """The training loop (§5): token batches, label-smoothed loss, Adam with warm-up,
-periodic validation, atomic checkpoints, exact resume, optional bf16 and DDP."""
+periodic validation, atomic checkpoints, exact resume, optional bf16 and DDP.
+
+A stop asked for with :meth:`Trainer.request_stop` (the command line does it on Ctrl-C and
+SIGTERM) ends :meth:`Trainer.fit` after the current step, with a checkpoint of that step."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +17,8 @@ from tqdm import tqdm
 
 from ..config import TransformerConfig
 from ..model import Transformer
-from .checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .checkpoint import (load_checkpoint, remove_temporaries, rng_state, save_checkpoint,
+                         set_rng_state)
 from .distributed import DistContext, shard, wrap_model
 from .loss import LabelSmoothingLoss
 from .metrics import evaluate_translation
@@ -105,6 +109,9 @@ class Trainer:
         self._batches: Optional[list] = None
         self.weight_sum: Dict[str, torch.Tensor] = {}           # snapshots for averaging
         self.averaged_steps: List[int] = []                     # ... and their steps
+        self.stop_signal: Optional[int] = None    # set by request_stop (e.g. on Ctrl-C)
+        self.stopped_early = False                # fit returned before settings.steps
+        self.saved_step: Optional[int] = None     # step of the last checkpoint written
 
     # batches ---------------------------------------------------------------------------
     def next_batch(self):
@@ -210,14 +217,27 @@ class Trainer:
         path = path or self.settings.checkpoint
         if path and self.dist.is_main:
             save_checkpoint(path, self.state_dict())
+            self.saved_step = self.step
 
     def resume(self, path=None) -> None:
-        self.load_state_dict(load_checkpoint(path or self.settings.checkpoint))
+        path = path or self.settings.checkpoint
+        if self.dist.is_main:
+            remove_temporaries(path)            # left by a save that was killed
+        self.load_state_dict(load_checkpoint(path))
+        self.saved_step = self.step
+
+    def request_stop(self, signum: int = 1) -> None:
+        """Ask :meth:`fit` to stop after the current step (safe to call from a signal
+        handler): it writes a checkpoint of that step and returns."""
+        self.stop_signal = signum
 
     # the loop -----------------------------------------------------------------------------
     def fit(self) -> Dict[str, List[float]]:
-        """Train until ``settings.steps``; returns the history (step, loss, lr, val_*)."""
+        """Train until ``settings.steps`` or a :meth:`request_stop`; returns the history
+        (step, loss, lr, val_*). Each due checkpoint is written before validation, so a
+        failing validation cannot lose the steps before it."""
         s, main = self.settings, self.dist.is_main
+        self.stopped_early = False
         bar = tqdm(total=s.steps, initial=self.step, disable=not (s.progress and main),
                    desc="train", unit="step", dynamic_ncols=True,
                    mininterval=0.1 if sys.stderr.isatty() else 2.0)  # notebooks: fewer lines
@@ -233,12 +253,30 @@ class Trainer:
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", refresh=False)
             last = self.step == s.steps
             self._snapshot(bar, last)
+            due = last or bool(s.save_every and self.step % s.save_every == 0)
+            if due:
+                self.save()
             if main and (last or (s.eval_every and self.step % s.eval_every == 0)):
                 self._validate_and_log(bar)
-            if last or (s.save_every and self.step % s.save_every == 0):
-                self.save()
+                if due:
+                    self.save()                                 # now with its scores
+            if not last and self._stop_requested():
+                if not due:
+                    self.save()
+                self.stopped_early = True
+                break
         bar.close()
         return self.history
+
+    def _stop_requested(self) -> bool:
+        """Whether any process was asked to stop (all processes stop at the same step)."""
+        flag = 1 if self.stop_signal else 0
+        if self.dist.enabled:
+            import torch.distributed as dist
+            t = torch.tensor([flag], device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            flag = int(t.item())
+        return bool(flag)
 
     # weight averaging (§6.1) ---------------------------------------------------------------
     @property
