@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The two set-up commands of the README. On first use (or when the pins change) each
+# The set-up commands of the README. On first use (or when the pins change) each
 # creates .venv and installs transformer_lib with its pinned dependencies.
 #
-#   bash dev.sh lab            open the notebook series in JupyterLab
+#   bash dev.sh lab            open the notebook series in JupyterLab (with RISE slides)
 #   bash dev.sh test [ARGS]    run every test: unit tests and nbval on every notebook
+#   bash dev.sh course [ARGS]  build the instructor kit into build/course/
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${VENV:-.venv}"
@@ -29,7 +30,10 @@ case "${1:-}" in
     test)
         shift
         exec "$VENV/bin/python" -m pytest "$@" ;;
+    course)
+        shift
+        exec "$VENV/bin/python" tools/build_course.py "$@" ;;
     *)
-        echo "usage: bash dev.sh lab | test [pytest arguments]" >&2
+        echo "usage: bash dev.sh lab | test [pytest arguments] | course [--out DIR]" >&2
         exit 2 ;;
 esac
