@@ -47,9 +47,8 @@ BEGIN = re.compile(r"^(\s*)#+\s*BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*#+\s*END SOLUTION\s*$")
 EXERCISE = re.compile(r"(?:^#{2,4}\s*Exercise\s+(\d+)|\*\*Exercise\s+(\d+))", re.M)
 # the exercises' introduction tells readers of the full notebook where the solutions are
-SOLUTION_HINT = re.compile(r"A worked solution follows in a collapsed cell.*?\"not yet\"\.",
-                           re.S)
-STUDENT_HINT = "Ask your instructor when you are stuck: the worked solutions are not in this copy."
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+STUDENT_HINT = "The worked solutions are not in this copy: ask your instructor when you are stuck."
 
 
 class BuildError(RuntimeError):
@@ -106,6 +105,22 @@ def strip_regions(code: str) -> Tuple[str, bool]:
     return "\n".join(out), found
 
 
+def without_solution_hints(text: str) -> str:
+    """The exercises' introduction without its sentences about the (removed) solutions.
+
+    Only the paragraphs before the first exercise statement are touched."""
+    first = EXERCISE.search(text)
+    head, tail = (text[:first.start()], text[first.start():]) if first else (text, "")
+    paragraphs = []
+    for para in head.split("\n\n"):
+        sentences = SENTENCE_END.split(para)
+        kept = [s for s in sentences if "solution" not in s.lower()]
+        if len(kept) < len(sentences):
+            para = " ".join(kept + [STUDENT_HINT]).strip()
+        paragraphs.append(para)
+    return "\n\n".join(paragraphs) + tail
+
+
 def student_notebook(nb: dict, name: str) -> dict:
     """The student copy: solutions removed, exercise outputs cleared, the rest unchanged."""
     nb = copy.deepcopy(nb)
@@ -133,7 +148,7 @@ def student_notebook(nb: dict, name: str) -> dict:
                 cell["outputs"], cell["execution_count"] = [], None
                 cell["metadata"].pop("execution", None)
         elif cell["cell_type"] == "markdown" and i >= start:
-            cell["source"] = SOLUTION_HINT.sub(STUDENT_HINT, text)
+            cell["source"] = without_solution_hints(text)
         cells.append(cell)
     nb["cells"] = cells
     return nb
