@@ -180,7 +180,7 @@ def exercises(nb: dict, name: str) -> List[Exercise]:
         if cell["cell_type"] == "markdown":
             for match in EXERCISE.finditer(text):
                 current = int(match.group(1) or match.group(2))
-                statement = text[match.start():].strip()
+                statement = re.sub(r"^#+\s*", "", text[match.start():].strip())
                 found[current] = Exercise(name, current, statement, None)
         elif is_solution(cell):
             if current is None:
@@ -225,11 +225,12 @@ def answer_key(all_exercises: Sequence[Exercise], notes: Dict[Tuple[str, int], s
             out += [f"## {notebook}", ""]
         out += [f"### {notebook[:2]} · Exercise {ex.number}", "",
                 "> " + ex.statement.replace("\n", "\n> "), ""]
+        note = notes[(notebook[:2], ex.number)]
         if ex.solution is not None:
-            out += ["```python", ex.solution, "```", ""]
+            out += ["```python", ex.solution, "```", "", "**Why it is right.** " + note, ""]
         else:
-            out += ["*An open exercise: no single solution.*", ""]
-        out += ["**Why it is right.** " + notes[(notebook[:2], ex.number)], ""]
+            out += ["*An open exercise: no single solution.*", "",
+                    "**What to look for.** " + note, ""]
     return "\n".join(out)
 
 
@@ -295,6 +296,26 @@ def build_slides(nbs: Dict[str, dict], out: Path) -> Dict[str, int]:
 
 # --- the whole kit ----------------------------------------------------------------------
 
+def kit_readme(counts: Dict[str, int], n_exercises: int) -> str:
+    decks = "\n".join(f"| `slides/{name}.slides.html` | {n} |" for name, n in counts.items())
+    return f"""# Teaching kit
+
+Built by `bash dev.sh course` from the notebooks of the repository; rebuild it after they change.
+
+- `student/notebooks/`: the notebooks without their worked solutions; exercise outputs cleared.
+  They run in place (`student/images` and `student/checkpoints` mirror the repository) with
+  the project installed: `cd student/notebooks && jupyter lab`.
+- `slides/`: one reveal.js deck per notebook; open a file in a browser, no network needed.
+  Arrow keys move, **S** opens the speaker notes, **Esc** the overview, **F** full screen.
+- `instructor/`: a 90-minute lesson plan per notebook, `course_2_sessions.md`,
+  `course_1_day.md`, and `answer_key.md` ({n_exercises} exercises, each solution with why it is right).
+
+| deck | slides |
+|---|---|
+{decks}
+"""
+
+
 def write_json(path: Path, nb: dict) -> None:
     path.write_text(mark_slides.dumps(nb), encoding="utf-8")
 
@@ -336,6 +357,7 @@ def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
     (instructor / "answer_key.md").write_text(key, encoding="utf-8")
     log(f"instructor/: {len(list(instructor.glob('*.md'))) - 1} lesson plans, answer key "
         f"with {len(all_exercises)} exercises")
+    (out / "README.md").write_text(kit_readme(counts, len(all_exercises)), encoding="utf-8")
     log(f"built {out} in {time.perf_counter() - start:.1f} s")
     return counts
 

@@ -14,7 +14,8 @@ comes from rules on each cell's content, then per-notebook overrides from
   exercise (``**Pitfall ...``, ``**Trap ...``, ``**Exercise ...``, or any bold lead inside a
   pitfalls section) opens a **subslide**;
 - a code cell that draws a figure is a **fragment** (it appears on the next key press), or
-  a subslide of its own when the screen it would join is already full;
+  a subslide of its own when the screen it would join is already full; short prose right
+  after a figure is its caption and stays with it;
 - shown as part of the current screen (``-``): short prose, short code and its output;
   a screen that is full continues on a new subslide;
 - **notes** (the speaker view, key S): long prose without a heading;
@@ -44,9 +45,10 @@ SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 
 SCREEN = 26             # lines of text that fit on one screen of a 960 x 700 slide
 FIGURE = 13             # the height of a figure, in lines of text
-MAX_CODE_LINES = 16     # longer code without a figure is skipped
+MAX_CODE_LINES = 12     # longer code without a figure is skipped
 MAX_OUTPUT_LINES = 24   # longer text output is skipped (e.g. a printed module source)
 MAX_PROSE_CHARS = 650   # longer prose without a heading goes to the speaker notes
+CAPTION_CHARS = 400     # short prose right after a figure is its caption: same screen
 WRAP = 90               # characters per line of prose on a slide
 
 BOLD_SUBSLIDE = re.compile(r"^\*\*(Pitfall|Trap|Exercise)\b")
@@ -146,7 +148,7 @@ def load_overrides(path: Path = OVERRIDES) -> Dict[str, List[dict]]:
 def slide_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
     """The slide type of every cell of ``nb``: rules, then overrides, then screen budget."""
     types: List[str] = []
-    in_pitfalls = in_exercises = False
+    in_pitfalls = in_exercises = after_figure = False
     used = 0.0
     for index, cell in enumerate(nb["cells"]):
         text = source(cell).strip()
@@ -159,13 +161,16 @@ def slide_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
                       if text.startswith(o["starts_with"])), None)
         kind = fixed or kind
         h = height(cell)
+        caption = after_figure and cell["cell_type"] == "markdown" and len(text) <= CAPTION_CHARS
         if kind in ("slide", "subslide"):
             used = h
         elif kind in ("-", "fragment"):
-            if fixed is None and used > 0 and used + h > SCREEN:
+            if fixed is None and not caption and used > 0 and used + h > SCREEN:
                 kind, used = "subslide", h      # the screen is full: continue on a new one
             else:
                 used += h
+        if kind not in ("skip", "notes"):
+            after_figure = has_figure(cell)
         types.append(kind)
     return types
 
