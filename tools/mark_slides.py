@@ -11,16 +11,17 @@ comes from rules on each cell's content, then per-notebook overrides from
 
 - the first cell (title, what you will learn) and every markdown cell with a ``## `` heading
   line open a **slide**; a ``### `` heading, or a bold lead naming a pitfall, a trap or an
-  exercise (``**Pitfall ...``, ``**Trap ...``, ``**Exercise ...``, or any bold lead inside a
-  pitfalls section) opens a **subslide**;
+  exercise (``**Pitfall ...``, ``**Trap ...``, ``**Exercise ...``) opens a **subslide**;
 - a code cell that draws a figure is a **fragment** (it appears on the next key press), or
   a subslide of its own when the screen it would join is already full; short prose right
   after a figure is its caption and stays with it;
 - shown as part of the current screen (``-``): short prose, short code and its output;
-  a screen that is full continues on a new subslide;
+  a screen that is full continues on a new subslide (a short lead-in sentence moves with
+  the code it introduces);
 - **notes** (the speaker view, key S): long prose without a heading;
 - **skip**: imports, cells printing a module's source or other long output, long code
-  without a figure, the exercises' check cells and every worked solution (tag ``solution``).
+  without a figure (and a one-line lead-in ending in ":" before such a cell), the
+  exercises' check cells and every worked solution (tag ``solution``).
 
 The marking depends only on the cells' sources, outputs and tags, never on the metadata it
 writes, so running it again changes nothing; and it changes nothing but each cell's
@@ -49,6 +50,7 @@ MAX_CODE_LINES = 12     # longer code without a figure is skipped
 MAX_OUTPUT_LINES = 24   # longer text output is skipped (e.g. a printed module source)
 MAX_PROSE_CHARS = 650   # longer prose without a heading goes to the speaker notes
 CAPTION_CHARS = 400     # short prose right after a figure is its caption: same screen
+LEAD_IN_CHARS = 300     # short prose right before code introduces it: same screen
 WRAP = 90               # characters per line of prose on a slide
 
 BOLD_SUBSLIDE = re.compile(r"^\*\*(Pitfall|Trap|Exercise)\b")
@@ -103,7 +105,7 @@ def headings(text: str, level: int) -> List[str]:
     return [line[len(mark):] for line in text.splitlines() if line.startswith(mark)]
 
 
-def rule(cell: dict, index: int, in_pitfalls: bool, in_exercises: bool) -> str:
+def rule(cell: dict, index: int, in_exercises: bool) -> str:
     """The slide type the rules give one cell (before overrides and screen budget)."""
     text = source(cell).strip()
     if "solution" in cell.get("metadata", {}).get("tags", []):
@@ -112,8 +114,6 @@ def rule(cell: dict, index: int, in_pitfalls: bool, in_exercises: bool) -> str:
         if index == 0 or headings(text, 1) or headings(text, 2):
             return "slide"
         if text.startswith("### ") or BOLD_SUBSLIDE.match(text):
-            return "subslide"
-        if text.startswith("**") and in_pitfalls and not in_exercises:
             return "subslide"
         return "notes" if len(text) > MAX_PROSE_CHARS else "-"
     if cell["cell_type"] != "code":
@@ -147,25 +147,37 @@ def load_overrides(path: Path = OVERRIDES) -> Dict[str, List[dict]]:
 
 def slide_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
     """The slide type of every cell of ``nb``: rules, then overrides, then screen budget."""
-    types: List[str] = []
-    in_pitfalls = in_exercises = after_figure = False
-    used = 0.0
-    for index, cell in enumerate(nb["cells"]):
+    cells = nb["cells"]
+    ruled: List[str] = []
+    in_exercises = False
+    for index, cell in enumerate(cells):
         text = source(cell).strip()
         if cell["cell_type"] == "markdown":
-            for title in headings(text, 2):
-                in_pitfalls = "pitfall" in title.lower()
-                in_exercises = in_exercises or title.strip().lower().startswith("exercises")
-        kind = rule(cell, index, in_pitfalls, in_exercises)
+            in_exercises = in_exercises or any(
+                title.strip().lower().startswith("exercises") for title in headings(text, 2))
         fixed = next((o["slide_type"] for o in overrides
                       if text.startswith(o["starts_with"])), None)
-        kind = fixed or kind
+        ruled.append(fixed or rule(cell, index, in_exercises))
+    types: List[str] = []
+    after_figure = False
+    used = 0.0
+    for index, cell in enumerate(cells):
+        text = source(cell).strip()
+        kind = ruled[index]
+        fixed = any(text.startswith(o["starts_with"]) for o in overrides)
+        nxt = index + 1 if index + 1 < len(cells) else None
+        lead_in = (cell["cell_type"] == "markdown" and len(text) <= LEAD_IN_CHARS
+                   and kind == "-" and nxt is not None and cells[nxt]["cell_type"] == "code")
+        if lead_in and ruled[nxt] == "skip" and text.endswith(":") and not fixed:
+            kind = "skip"                       # it introduces a cell that is not shown
         h = height(cell)
         caption = after_figure and cell["cell_type"] == "markdown" and len(text) <= CAPTION_CHARS
+        # a short lead-in stays on the screen of the code it introduces
+        needed = h + (height(cells[nxt]) if lead_in and ruled[nxt] != "skip" else 0)
         if kind in ("slide", "subslide"):
             used = h
         elif kind in ("-", "fragment"):
-            if fixed is None and not caption and used > 0 and used + h > SCREEN:
+            if not fixed and not caption and used > 0 and used + needed > SCREEN:
                 kind, used = "subslide", h      # the screen is full: continue on a new one
             else:
                 used += h
