@@ -2,10 +2,11 @@
 # The set-up commands of the README. On first use (or when the pins change) each
 # creates .venv and installs transformer_lib with its pinned dependencies.
 #
-#   bash dev.sh lab            open the notebook series in JupyterLab
+#   bash dev.sh lab            open the notebook series in JupyterLab (with RISE slides)
 #   bash dev.sh test [ARGS]    run every test: unit tests and nbval on every notebook
 #   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
 #                              (from the stored outputs; open build/site/index.html)
+#   bash dev.sh course [ARGS]  build the instructor kit into build/course/
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${VENV:-.venv}"
@@ -38,7 +39,10 @@ case "${1:-}" in
     site)
         shift
         exec "$VENV/bin/python" tools/site/build.py "$@" ;;
+    course)
+        shift
+        exec "$VENV/bin/python" tools/build_course.py "$@" ;;
     *)
-        echo "usage: bash dev.sh lab | test [pytest arguments] | site [--out FOLDER]" >&2
+        echo "usage: bash dev.sh lab | test [pytest arguments] | site [--out FOLDER] | course [--out DIR]" >&2
         exit 2 ;;
 esac
