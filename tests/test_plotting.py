@@ -99,3 +99,22 @@ def test_attention_heads_colour_scale():
     assert fig.axes[0].images[0].get_clim() == (0.0, 1.0)
     fig = plotting.attention_heads(w, TOKENS[:3], vmax=None)
     assert fig.axes[1].images[0].get_clim() == pytest.approx((0.0, w.max().item()))
+
+
+def test_attention_heads_per_row_scale_wrapped_panels_and_axis_titles():
+    w = torch.rand(2, 4, 3, 5).softmax(-1)                                   # (L, H, T_q, T_k)
+    w[:, :, 0] = torch.tensor([1.0, 0, 0, 0, 0])                             # a dominant row
+    fig = plotting.attention_heads(w, TOKENS[:3], TOKENS, row_labels=["l0", "l1"], columns=2,
+                                   per_row=True, query_label="query", key_label="key")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert len(panels) == 8 and panels[0].get_gridspec().get_geometry() == (4, 2)
+    assert [ax.get_title() for ax in panels[:3]] == ["l0, head 0", "l0, head 1", "l0, head 2"]
+    shown = panels[5].images[0].get_array()                                  # layer 1, head 1
+    torch.testing.assert_close(torch.as_tensor(shown.max(axis=-1)), torch.ones(3))
+    torch.testing.assert_close(torch.as_tensor(shown), w[1, 1] / w[1, 1].amax(-1, keepdim=True))
+    assert fig.get_supylabel() == "query" and fig.get_supxlabel() == "key"
+    assert fig.axes[-1].get_ylabel() == "weight / its row's maximum"         # the colour bar
+    width_default = plotting.attention_heads(w, TOKENS[:3], TOKENS).get_size_inches()[0]
+    assert fig.get_size_inches()[0] < width_default                          # 2 columns, not 4
+    with pytest.raises(ValueError, match="columns must be a positive int"):
+        plotting.attention_heads(w, TOKENS[:3], TOKENS, columns=0)

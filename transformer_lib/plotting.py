@@ -85,11 +85,13 @@ def positional_similarity(table, position: int, ax=None,
     return fig
 
 
-def _label_axes(ax, tokens_q, tokens_k, left: bool, bottom: bool) -> None:
+def _label_axes(ax, tokens_q, tokens_k, left: bool, bottom: bool,
+                fontsize: Optional[float] = None) -> None:
     ax.set_xticks(range(len(tokens_k)))
-    ax.set_xticklabels(tokens_k if bottom else [""] * len(tokens_k), rotation=90)
+    ax.set_xticklabels(tokens_k if bottom else [""] * len(tokens_k), rotation=90,
+                       fontsize=fontsize)
     ax.set_yticks(range(len(tokens_q)))
-    ax.set_yticklabels(tokens_q if left else [""] * len(tokens_q))
+    ax.set_yticklabels(tokens_q if left else [""] * len(tokens_q), fontsize=fontsize)
 
 
 def _stack_heads(weights) -> Tensor:
@@ -111,34 +113,62 @@ def _stack_heads(weights) -> Tensor:
 def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequence[str]] = None,
                     row_labels: Optional[Sequence[str]] = None,
                     title: Optional[str] = None, vmax: Optional[float] = 1.0,
-                    cell: float = 0.3) -> Figure:
+                    cell: float = 0.3, *, columns: Optional[int] = None,
+                    per_row: bool = False, query_label: Optional[str] = None,
+                    key_label: Optional[str] = None) -> Figure:
     """A grid of attention heatmaps: one row per layer, one column per head.
 
     Rows are queries (``tokens_q``), columns keys (``tokens_k``, default ``tokens_q``); all
     panels share one colour scale, [0, vmax] (``vmax=None``: the largest weight), and one
-    colour bar.
+    colour bar. ``columns``: wrap the L*H panels into rows of that many, each titled with
+    its layer (``row_labels``) and head. ``per_row``: divide each query's weights by their
+    maximum, so that every row spans the whole scale and a row with one dominant key does
+    not wash out the others. ``query_label``/``key_label``: axis titles of the figure.
     """
     w = _stack_heads(weights)                                                # (L, H, T_q, T_k)
     tokens_k = list(tokens_q if tokens_k is None else tokens_k)
     tokens_q = list(tokens_q)
-    n_rows, n_heads, t_q, t_k = w.shape
+    n_layers, n_heads, t_q, t_k = w.shape
     if (t_q, t_k) != (len(tokens_q), len(tokens_k)):
         raise ValueError(f"weights are {t_q} x {t_k} but got {len(tokens_q)} query and "
                          f"{len(tokens_k)} key tokens")
+    if columns is not None and (isinstance(columns, bool) or not isinstance(columns, int)
+                                or columns < 1):
+        raise ValueError(f"columns must be a positive int or None, got {columns!r}")
+    if per_row:
+        w = w / w.amax(dim=-1, keepdim=True).clamp_min(1e-12)               # (L, H, T_q, T_k)
+        vmax = 1.0
     vmax = float(w.max()) if vmax is None else vmax
+    n_cols = n_heads if columns is None else min(columns, n_layers * n_heads)
+    n_rows = -(-n_layers * n_heads // n_cols)
     scale = max(cell, 1.8 / max(t_q, t_k))                     # inches per token, panels >= 1.8"
-    size = (scale * t_k * n_heads + 1.8, scale * t_q * n_rows + 1.2 + 0.3 * bool(title))
-    fig, axes = plt.subplots(n_rows, n_heads, figsize=size, squeeze=False, layout="constrained")
-    for r in range(n_rows):
-        for c in range(n_heads):
-            ax = axes[r, c]
-            im = ax.imshow(w[r, c].numpy(), cmap="viridis", vmin=0.0, vmax=vmax)
-            _label_axes(ax, tokens_q, tokens_k, left=c == 0, bottom=r == n_rows - 1)
-            if r == 0:
-                ax.set_title(f"head {c}", fontsize="medium")
-        if row_labels is not None:
-            axes[r, 0].set_ylabel(row_labels[r])
-    fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
+    size = (scale * t_k * n_cols + 1.8 + 0.3 * bool(query_label),
+            scale * t_q * n_rows + 1.2 + 0.3 * bool(title) + 0.3 * bool(key_label))
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
+    fontsize = min(10.0, 0.8 * 72 * scale)                     # a tick label fits its cell
+    for i in range(n_layers * n_heads):
+        layer, head = divmod(i, n_heads)
+        r, c = divmod(i, n_cols)
+        ax = axes[r, c]
+        im = ax.imshow(w[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=vmax)
+        _label_axes(ax, tokens_q, tokens_k, left=c == 0,
+                    bottom=i + n_cols >= n_layers * n_heads, fontsize=fontsize)
+        if columns is not None:
+            name = row_labels[layer] if row_labels is not None else f"layer {layer}"
+            ax.set_title(f"{name}, head {head}" if n_layers > 1 else f"head {head}",
+                         fontsize="medium")
+        elif r == 0:
+            ax.set_title(f"head {c}", fontsize="medium")
+        if columns is None and c == 0 and row_labels is not None:
+            ax.set_ylabel(row_labels[r])
+    for ax in axes.flat[n_layers * n_heads:]:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes, shrink=0.8,
+                 label="weight / its row's maximum" if per_row else "attention weight")
+    if query_label:
+        fig.supylabel(query_label)
+    if key_label:
+        fig.supxlabel(key_label)
     if title:
         fig.suptitle(title)
     return fig

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from tqdm import tqdm
 
 from ..config import TransformerConfig
 from ..model import Transformer
@@ -23,6 +21,7 @@ from .distributed import DistContext, shard, wrap_model
 from .loss import LabelSmoothingLoss
 from .metrics import evaluate_translation
 from .precision import bf16_problem
+from .progress import check_style, make_progress
 from .schedule import make_optimizer
 
 Pairs = Sequence[Tuple[str, str]]
@@ -36,7 +35,9 @@ class TrainSettings:
     that are greedy-decoded for exact match and BLEU (the loss uses all of them).
     ``average_last`` > 0: the final model is the mean of the weights at the last
     ``average_last`` snapshots, taken every ``average_every`` steps up to ``steps`` (the
-    paper's base models average the last 5 checkpoints, §6.1).
+    paper's base models average the last 5 checkpoints, §6.1). ``progress``: True (a
+    terminal bar), ``"notebook"`` (one status line updated in place, validation results
+    as plain lines) or False (:mod:`.progress`).
     """
 
     steps: int = 1000
@@ -52,7 +53,7 @@ class TrainSettings:
     decode_max_len: int = 64
     bleu_tokenize: str = "13a"
     eval_limit: Optional[int] = 500
-    progress: bool = True
+    progress: Union[bool, str] = True
     verbose: bool = True
     average_last: int = 0
     average_every: int = 100
@@ -64,6 +65,7 @@ class TrainSettings:
         for name in ("eval_every", "save_every", "average_last"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
+        check_style(self.progress)
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:
@@ -238,9 +240,7 @@ class Trainer:
         failing validation cannot lose the steps before it."""
         s, main = self.settings, self.dist.is_main
         self.stopped_early = False
-        bar = tqdm(total=s.steps, initial=self.step, disable=not (s.progress and main),
-                   desc="train", unit="step", dynamic_ncols=True,
-                   mininterval=0.1 if sys.stderr.isatty() else 2.0)  # notebooks: fewer lines
+        bar = make_progress(s.progress, s.steps, self.step, show=main)
         while self.step < s.steps:
             lr = self.optimizer.param_groups[0]["lr"]
             loss = self.train_step(self.next_batch())

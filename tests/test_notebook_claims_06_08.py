@@ -1,0 +1,232 @@
+"""The numbers that the prose of notebooks 06, 07 and 08 states, computed from the library,
+and the shape of those notebooks: opening cell, exercises, figure widths, stored outputs.
+
+When the library changes, these fail before the prose silently goes wrong."""
+import base64
+import json
+import math
+import re
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lib import Transformer
+from transformer_lib.data.batching import encode_pairs, make_batch
+from transformer_lib.data.dates import make_date_splits
+from transformer_lib.data.tokenizers import CharTokenizer
+from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.training import LabelSmoothingLoss
+from transformer_lib.training.checkpoint import load_model
+from transformer_lib.training.trainer import Trainer, TrainSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = ["06_training.ipynb", "07_inference.ipynb", "08_appendix_performance.ipynb"]
+
+
+@pytest.fixture(scope="module")
+def date_tok():
+    train = make_date_splits(n_train=20000, n_valid=1000, n_test=1000, seed=0)["train"]
+    return CharTokenizer.train([s for s, _ in train] + [t for _, t in train])
+
+
+# --- notebook 06, section 3: the floor of the smoothed loss, and perplexity --------------
+def test_loss_floor_is_the_entropy_of_q_075_nats_for_the_date_vocabulary(date_tok):
+    V, eps = date_tok.vocab_size, 0.1
+    assert V == 78                                                   # "V = 78, K = 77"
+    K = V - 1
+    q_true, q_other = 1 - eps + eps / K, eps / K
+    floor = -(q_true * math.log(q_true) + (K - 1) * q_other * math.log(q_other))
+    assert round(floor, 2) == 0.75 and abs(floor - 0.7497) < 5e-5    # "about 0.75 nats"
+    # it is the minimum of the library's loss: reached at p = q, raised by any other p
+    q = torch.full((V,), q_other)
+    q[0], q[5] = 0.0, q_true                                         # pad gets no mass
+    logits = q.clamp_min(1e-30).log()[None, None]                    # (1, 1, V): p = q
+    target = torch.tensor([[5]])
+    loss = LabelSmoothingLoss(eps, ignore_index=0)
+    assert abs(loss(logits, target).item() - floor) < 1e-5
+    sharper = logits.clone()
+    sharper[..., 5] += 1.0                                           # more sure of the truth
+    assert loss(sharper, target).item() > floor + 1e-3
+    # perplexity at that optimum: exp of the plain cross-entropy, 1 / 0.90 = 1.11, not e^0.75
+    assert round(q_true, 2) == 0.90 and round(1 / q_true, 2) == 1.11
+    assert round(math.exp(floor), 1) == 2.1
+
+
+def test_mask_figure_row_has_eleven_padded_source_positions_and_no_target_padding(date_tok):
+    pair = [("5 mars 2021", "2021-03-05"), ("Saturday, 5 March 2021", "2021-03-05")]
+    demo = make_batch(encode_pairs(pair, date_tok, date_tok), [0, 1])
+    assert (demo.src[0] == date_tok.pad_id).sum() == 11 and demo.src.shape[1] == 22
+    assert demo.tgt_in.shape[1] == 11 and not (demo.tgt_in == date_tok.pad_id).any()
+
+
+# --- notebook 07, section 4: when beam search changes the output -------------------------
+@pytest.fixture(scope="module")
+def shipped():
+    model, src_tok, tgt_tok = load_model(ROOT / "checkpoints/dates.pt")
+    test = make_date_splits(n_train=1)["test"]
+    ids = [src_tok.encode(s) for s, _ in test]
+    src = torch.full((len(ids), max(map(len, ids))), model.config.pad_id)
+    for row, x in enumerate(ids):
+        src[row, :len(x)] = torch.tensor(x)
+    return model, src_tok, tgt_tok, test, src
+
+
+def decode(tok, out):
+    return [tok.decode(row.tolist()) for row in out]
+
+
+def log_prob(model, tok, src, outputs):
+    ids = [tok.encode(o, add_eos=True) for o in outputs]
+    y = torch.full((len(ids), max(map(len, ids))), model.config.pad_id)
+    for row, x in enumerate(ids):
+        y[row, :len(x)] = torch.tensor(x)
+    y_in = torch.cat((torch.full((len(ids), 1), tok.bos_id), y[:, :-1]), dim=1)
+    with torch.no_grad():
+        logits = model(src, y_in)
+    logits[..., model.config.pad_id] = float("-inf")
+    lp = logits.log_softmax(-1).gather(2, y[..., None])[..., 0]
+    return lp.masked_fill(y == model.config.pad_id, 0.0).sum(1)
+
+
+def test_trained_model_beam_equals_greedy_on_every_test_date(shipped):
+    torch.set_num_threads(1)
+    model, _, tgt_tok, _, src = shipped
+    greedy = decode(tgt_tok, greedy_decode(model, src, 16))
+    beam = decode(tgt_tok, beam_search(model, src, 16, 4, 0.6))
+    assert sum(g != b for g, b in zip(greedy, beam)) == 0            # "0 differences"
+
+
+def test_after_400_steps_beam_changes_a_few_percent_mostly_for_the_better(shipped):
+    torch.set_num_threads(1)
+    model, src_tok, tgt_tok, test, src = shipped
+    torch.manual_seed(0)
+    early = Transformer(model.config)
+    train = make_date_splits(n_train=20000)["train"]
+    settings = TrainSettings(steps=400, max_tokens=1000, warmup=200, lr_factor=0.5, seed=0,
+                             eval_limit=1, progress=False, verbose=False)
+    Trainer(early, src_tok, tgt_tok, encode_pairs(train, src_tok, tgt_tok), train[:1],
+            settings, device="cpu").fit()
+    early.eval()
+    greedy = decode(tgt_tok, greedy_decode(early, src, 16))
+    beam = decode(tgt_tok, beam_search(early, src, 16, 4, 0.6))
+    changed = [i for i, (g, b) in enumerate(zip(greedy, beam)) if g != b]
+    assert 10 <= len(changed) <= 100                                 # "a few percent"
+    targets = [t for _, t in test]
+    fixed = sum(beam[i] == targets[i] for i in changed)
+    broken = sum(greedy[i] == targets[i] for i in changed)
+    assert fixed > broken > 0                    # fixes more than it breaks, breaks some
+    sub = src[changed]
+    assert (log_prob(early, tgt_tok, sub, [beam[i] for i in changed])
+            >= log_prob(early, tgt_tok, sub, [greedy[i] for i in changed])).float().mean() > 0.5
+
+
+# --- notebook 08: the figures quoted from benchmarks/README.md ---------------------------
+def cells(name):
+    return json.loads((NOTEBOOKS / name).read_text())["cells"]
+
+
+def source(cell) -> str:
+    return "".join(cell["source"])
+
+
+def normalise(text: str) -> str:
+    return text.replace("–", "-").replace("×", "x").replace("*", "")
+
+
+def test_appendix_figures_are_those_of_the_benchmarks_readme():
+    bench = normalise((ROOT / "benchmarks/README.md").read_text())
+    text = "".join(source(c) for c in cells(NAMES[2]) if c["cell_type"] == "markdown")
+    table = text[text.index("| what | figure |"):text.index("Where the fp32 lead")]
+    figures = re.findall(r"\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?[×%]|\b0\.033\b|1/30", table)
+    assert len(figures) >= 9
+    for figure in figures:
+        assert normalise(figure) in bench, f"{figure} is not in benchmarks/README.md"
+    for fact in ("17 runs", "median 1.59×", "1.13×", "118 ms", "30 ms", "5.9× and 6.1×",
+                 "2026-11-22", "2.13.0+cpu", "AVX512-BF16", "AMX"):
+        assert normalise(fact) in bench and normalise(fact) in normalise(text), fact
+    assert "Intel(R) Xeon(R)" in bench and "Intel Xeon" in text
+
+
+# --- all three: opening cell, exercises, figures, stored outputs --------------------------
+@pytest.mark.parametrize("name", NAMES)
+def test_header_states_objectives_prerequisites_and_times(name):
+    head = source(cells(name)[0])
+    for words in ("What you will learn", "Prerequisites", "20-minute skim", "Running it"):
+        assert words in head
+    assert "First reading" in head and re.search(r"Running it\* top to bottom: .*\d+ s", head)
+    assert "PLACEHOLDER" not in head and "RUNTIME" not in head and "__" not in head
+
+
+def output_text(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        parts.append("".join(out.get("text", "")))
+        parts.append("".join(out.get("data", {}).get("text/plain", "")))
+    return "".join(parts)
+
+
+CHECK = re.compile(r"\bcheck_\w+\(")
+
+
+@pytest.mark.parametrize("name, n_checked", [(NAMES[0], 2), (NAMES[1], 3)])
+def test_exercises_are_posed_then_stubbed_checked_and_solved(name, n_checked):
+    nb = cells(name)
+    exercises_at = next(i for i, c in enumerate(nb)
+                        if c["cell_type"] == "markdown" and "## Exercises" in source(c))
+    checks = [i for i, c in enumerate(nb) if c["cell_type"] == "code" and CHECK.search(source(c))
+              and "solution" not in c["metadata"].get("tags", [])]
+    assert len(checks) == n_checked, f"expected one check cell per exercise, found {checks}"
+    for i in checks:
+        assert i > exercises_at, f"cell {i} runs a checker before the exercises are posed"
+        prose, stub, check, sol = nb[i - 2], nb[i - 1], nb[i], nb[i + 1]
+        assert prose["cell_type"] == "markdown" and "Exercise" in source(prose)
+        assert "raise NotImplementedError" in source(stub) and not CHECK.search(source(stub))
+        defined = re.search(r"^(?:def|class) (\w+)", source(stub), re.M).group(1)
+        assert f"`{defined}(" in source(prose), f"the exercise text does not name `{defined}`"
+        assert f"({defined})" in source(check)
+        assert sol["metadata"].get("tags") == ["solution"]
+        assert sol["metadata"].get("jupyter", {}).get("source_hidden") is True
+        assert CHECK.search(source(sol)).group(0) == CHECK.search(source(check)).group(0)
+        assert "not implemented yet" in output_text(check)
+        assert ": correct" in output_text(sol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stored_figures_fit_a_notebook_column(name):
+    widths = []
+    for cell in cells(name):
+        for out in cell.get("outputs", []):
+            png = out.get("data", {}).get("image/png")
+            if png:
+                widths.append(struct.unpack(">I", base64.b64decode(png)[16:20])[0])
+    assert max(widths, default=0) <= 1200
+    assert widths or name == NAMES[2]
+
+
+def test_training_output_is_one_line_per_validation_not_bar_fragments():
+    nb = cells(NAMES[0])
+    cell = next(c for c in nb if "history = trainer.fit()" in source(c))
+    streams = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o["output_type"] == "stream")
+    assert "\r" not in streams and "%|" not in streams and "it/s" not in streams
+    assert len(re.findall(r"^step \d+: val loss", streams, re.M)) == 3000 // 500
+    status = [o for o in cell["outputs"] if o["output_type"] == "display_data"]
+    assert len(status) == 1 and "step 3000/3000" in output_text({"outputs": status})
+
+
+def test_corpus_command_does_not_recommend_bf16_unconditionally():
+    for cell in cells(NAMES[0]):
+        for block in re.findall(r"```bash\n(.*?)```", source(cell), re.S):
+            assert "--bf16" not in block
+    text = "".join(source(c) for c in cells(NAMES[0]))
+    assert "--bf16" in text and "AVX512-BF16" in text and "refuses" in text
+
+
+def test_teaching_path_has_no_compiled_kernel_or_ci_asides():
+    for name in NAMES[:2]:
+        for cell in cells(name):
+            text = source(cell)
+            for aside in ("compiled kernel", "nbval", "--no-compiled-kernels", "_Beam"):
+                assert aside not in text, f"{name}: '{aside}' belongs in notebook 08"
