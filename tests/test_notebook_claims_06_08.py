@@ -2,11 +2,8 @@
 and the shape of those notebooks: opening cell, exercises, figure widths, stored outputs.
 
 When the library changes, these fail before the prose silently goes wrong."""
-import base64
-import json
 import math
 import re
-import struct
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,8 @@ from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.training import LabelSmoothingLoss
 from transformer_lib.training.checkpoint import load_model
 from transformer_lib.training.trainer import Trainer, TrainSettings
+
+from notebook_cells import cells, output_text, source
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -124,12 +123,6 @@ def test_after_400_steps_beam_changes_a_few_percent_mostly_for_the_better(shippe
 
 
 # --- notebook 08: the figures quoted from benchmarks/README.md ---------------------------
-def cells(name):
-    return json.loads((NOTEBOOKS / name).read_text())["cells"]
-
-
-def source(cell) -> str:
-    return "".join(cell["source"])
 
 
 def normalise(text: str) -> str:
@@ -151,59 +144,6 @@ def test_appendix_figures_are_those_of_the_benchmarks_readme():
 
 
 # --- all three: opening cell, exercises, figures, stored outputs --------------------------
-@pytest.mark.parametrize("name", NAMES)
-def test_header_states_objectives_prerequisites_and_times(name):
-    head = source(cells(name)[0])
-    for words in ("What you will learn", "Prerequisites", "20-minute skim", "Running it"):
-        assert words in head
-    assert "First reading" in head and re.search(r"Running it\* top to bottom: .*\d+ s", head)
-    assert "PLACEHOLDER" not in head and "RUNTIME" not in head and "__" not in head
-
-
-def output_text(cell) -> str:
-    parts = []
-    for out in cell.get("outputs", []):
-        parts.append("".join(out.get("text", "")))
-        parts.append("".join(out.get("data", {}).get("text/plain", "")))
-    return "".join(parts)
-
-
-CHECK = re.compile(r"\bcheck_\w+\(")
-
-
-@pytest.mark.parametrize("name, n_checked", [(NAMES[0], 2), (NAMES[1], 3)])
-def test_exercises_are_posed_then_stubbed_checked_and_solved(name, n_checked):
-    nb = cells(name)
-    exercises_at = next(i for i, c in enumerate(nb)
-                        if c["cell_type"] == "markdown" and "## Exercises" in source(c))
-    checks = [i for i, c in enumerate(nb) if c["cell_type"] == "code" and CHECK.search(source(c))
-              and "solution" not in c["metadata"].get("tags", [])]
-    assert len(checks) == n_checked, f"expected one check cell per exercise, found {checks}"
-    for i in checks:
-        assert i > exercises_at, f"cell {i} runs a checker before the exercises are posed"
-        prose, stub, check, sol = nb[i - 2], nb[i - 1], nb[i], nb[i + 1]
-        assert prose["cell_type"] == "markdown" and "Exercise" in source(prose)
-        assert "raise NotImplementedError" in source(stub) and not CHECK.search(source(stub))
-        defined = re.search(r"^(?:def|class) (\w+)", source(stub), re.M).group(1)
-        assert f"`{defined}(" in source(prose), f"the exercise text does not name `{defined}`"
-        assert f"({defined})" in source(check)
-        assert sol["metadata"].get("tags") == ["solution"]
-        assert sol["metadata"].get("jupyter", {}).get("source_hidden") is True
-        assert CHECK.search(source(sol)).group(0) == CHECK.search(source(check)).group(0)
-        assert "not implemented yet" in output_text(check)
-        assert ": correct" in output_text(sol)
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_stored_figures_fit_a_notebook_column(name):
-    widths = []
-    for cell in cells(name):
-        for out in cell.get("outputs", []):
-            png = out.get("data", {}).get("image/png")
-            if png:
-                widths.append(struct.unpack(">I", base64.b64decode(png)[16:20])[0])
-    assert max(widths, default=0) <= 1200
-    assert widths or name == NAMES[2]
 
 
 def test_training_output_is_one_line_per_validation_not_bar_fragments():
