@@ -248,8 +248,13 @@ def mathjax_dir() -> Path:
 def slide_cells(nb: dict) -> dict:
     """The deck's notebook: solutions never shown; a figure's long code hidden, its figure kept."""
     nb = copy.deepcopy(nb)
+    # An explorer's stored widget state would make nbconvert load the widget manager from a
+    # CDN; a deck shows the explorer's text fallback instead (it is live in JupyterLab).
+    nb.get("metadata", {}).pop("widgets", None)
     for cell in nb["cells"]:
         meta = cell.setdefault("metadata", {})
+        for out in cell.get("outputs", []):
+            out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
         if is_solution(cell):
             meta["slideshow"] = {"slide_type": "skip"}
         if (cell["cell_type"] == "code" and mark_slides.has_figure(cell)
@@ -320,10 +325,16 @@ def write_json(path: Path, nb: dict) -> None:
     path.write_text(mark_slides.dumps(nb), encoding="utf-8")
 
 
+def course_notebooks() -> list:
+    """The notebooks a course teaches: the series, without its appendices (engineering
+    material for the curious, with no exercises)."""
+    return [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if "appendix" not in p.stem]
+
+
 def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
     """Build the kit into ``out`` (replaced); return each deck's number of slides."""
     start = time.perf_counter()
-    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = course_notebooks()
     if not paths:
         raise BuildError(f"no notebooks NN_name.ipynb in {NOTEBOOKS}")
     nbs = {p.stem: read_notebook(p) for p in paths}
