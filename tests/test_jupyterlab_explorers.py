@@ -106,11 +106,23 @@ def stop(server: subprocess.Popen) -> None:
 
 
 def run_explorer_cell(page, url):
-    """Open the notebook, wait for an idle kernel, run the cell; the explorer's <img>."""
+    """Open the notebook, wait for an idle kernel, run the cell; the explorer's <img>.
+
+    A run requested while the page is still connecting to the kernel can be dropped (the
+    prompt stays ``[ ]``); it is then requested again, at most three times."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     page.goto(url)
     page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
-    page.click(".jp-CodeCell .jp-InputArea-editor")
-    page.keyboard.press("Shift+Enter")
+    cell = page.locator(".jp-CodeCell").first
+    for attempt in range(3):
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            return page.wait_for_selector(".jp-OutputArea-output img.widget-image",
+                                          timeout=20_000)
+        except PlaywrightTimeout:
+            if cell.locator(".jp-InputPrompt").inner_text().strip() not in ("[ ]:", "[ ]"):
+                break                                   # it runs: wait for it below
     return page.wait_for_selector(".jp-OutputArea-output img.widget-image")
 
 
