@@ -2,6 +2,7 @@
 the shape of those notebooks' exercises (posed, stub, check, hidden solution).
 
 When the library changes, these fail before the prose silently goes wrong."""
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -18,6 +19,27 @@ from transformer_lib.params import count_parameters, ffn_params, formula_counts
 from notebook_cells import cells, source
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def best_time(fn, repeats: int = 5) -> float:
+    """The fastest of ``repeats`` calls, in seconds (the machine's attainable time)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Time on one core: scaling exponents, not thread start-up, are what is measured."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 # --- notebook 03, sections 3 and 4: additive vs dot-product, the sqrt(d_k) ---------------
@@ -61,20 +83,9 @@ def test_additive_hidden_layer_is_d_a_times_the_score_table_and_slower():
     assert hidden.nbytes == 16 * 2**20 and scores.nbytes == 2**18           # 16 and 0.25 MiB
     assert hidden.nbytes // scores.nbytes == d_a == 64
 
-    def best(fn):
-        times = []
-        for _ in range(5):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return min(times)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        t_add = best(lambda: torch.tanh((Q @ W_q)[:, None, :] + (K @ W_k)[None, :, :]) @ w)
-        t_dot = best(lambda: Q @ K.T / 8)
-    finally:
-        torch.set_num_threads(threads)
+    with one_thread():
+        t_add = best_time(lambda: torch.tanh((Q @ W_q)[:, None, :] + (K @ W_k)[None, :, :]) @ w)
+        t_dot = best_time(lambda: Q @ K.T / 8)
     assert t_add > 5 * t_dot                                                 # "much faster"
 
 
@@ -153,24 +164,12 @@ def test_counted_flops_and_memory_have_exponents_two_and_one():
 def test_measured_time_exponents_near_two_and_one():
     d, ns = 64, [128, 256, 512, 1024, 2048]
     W, U = torch.randn(d, d) / 8, torch.randn(d, d) / 8
-
-    def best(fn, repeats):
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return min(times)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        att, rnn = [], []
+    att, rnn = [], []
+    with one_thread():
         for n in ns:
             Q, K, X = torch.randn(n, d), torch.randn(n, d), torch.randn(n, d)
-            att.append(best(lambda: attention_scores(Q, K), 5))
-            rnn.append(best(lambda: recurrent_layer(X, W, U), 3))
-    finally:
-        torch.set_num_threads(threads)
+            att.append(best_time(lambda: attention_scores(Q, K), 5))
+            rnn.append(best_time(lambda: recurrent_layer(X, W, U), 3))
     a, r = slope(ns, att), slope(ns, rnn)
     assert 1.5 < a < 3.0 and 0.6 < r < 1.7 and a > r + 0.4
 

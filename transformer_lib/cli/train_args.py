@@ -1,0 +1,83 @@
+"""The options of the training command line (:mod:`transformer_lib.cli.train`)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..config import TransformerConfig
+from .args import non_negative_int, positive_int
+
+PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
+           "big": TransformerConfig.big}
+
+
+def train_parser(description: str) -> argparse.ArgumentParser:
+    """The options of ``python -m transformer_lib.train``, in three groups."""
+    p = argparse.ArgumentParser(prog="python -m transformer_lib.train", description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    data = p.add_argument_group("data")
+    data.add_argument("--task", choices=["dates"], help="a built-in task")
+    data.add_argument("--train-file", type=Path, help="TSV corpus: source<TAB>target lines")
+    data.add_argument("--valid-file", type=Path, help="TSV corpus for validation")
+    data.add_argument("--test-file", type=Path, help="TSV corpus scored once at the end")
+    data.add_argument("--vocab-size", type=positive_int, default=8000,
+                      help="BPE vocabulary shared by source and target (corpus only)")
+    data.add_argument("--n-train", type=positive_int, default=20000,
+                      help="training pairs of the date task")
+    data.add_argument("--n-valid", type=positive_int, default=1000,
+                      help="validation pairs of the date task")
+    data.add_argument("--n-test", type=positive_int, default=1000,
+                      help="test pairs of the date task")
+    model = p.add_argument_group("model (ignored with --resume: the checkpoint's is used)")
+    model.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
+    model.add_argument("--d-model", type=positive_int)
+    model.add_argument("--layers", type=positive_int, help="N, in encoder and decoder")
+    model.add_argument("--heads", type=positive_int, help="h")
+    model.add_argument("--d-ff", type=positive_int)
+    model.add_argument("--dropout", type=float, help="P_drop")
+    model.add_argument("--max-len", type=positive_int, help="longest sequence (positions)")
+    train = p.add_argument_group("training")
+    train.add_argument("--steps", type=positive_int, default=2000, help="total steps")
+    train.add_argument("--max-tokens", type=positive_int, default=2000,
+                       help="tokens per batch (per process)")
+    train.add_argument("--warmup", type=positive_int, default=400)
+    train.add_argument("--lr-factor", type=float, default=1.0)
+    train.add_argument("--label-smoothing", type=float, default=0.1)
+    train.add_argument("--eval-every", type=non_negative_int, default=0,
+                       help="validate every N steps (0: at the end only)")
+    train.add_argument("--eval-limit", type=positive_int, default=500,
+                       help="validation pairs decoded for exact match and BLEU")
+    train.add_argument("--save-every", type=non_negative_int, default=0,
+                       help="checkpoint every N steps (0: at the end only)")
+    train.add_argument("--average-last", type=non_negative_int, default=0,
+                       help="final model = mean of the last K snapshots (paper: 5, §6.1)")
+    train.add_argument("--average-every", type=positive_int, default=100,
+                       help="steps between those snapshots")
+    train.add_argument("--out", type=Path, required=True, help="output folder")
+    train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
+    train.add_argument("--resume", action="store_true",
+                       help="continue --out/--name with the same flags (--steps, --eval-every, "
+                            "--eval-limit, --save-every, --average-last and --average-every "
+                            "may change)")
+    train.add_argument("--override", action="store_true",
+                       help="with --resume: accept other training or data flags than the "
+                            "checkpoint's (the run then differs from an uninterrupted one)")
+    train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
+    train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    train.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction,
+                       help="CPU dropout masks, the feed-forward layer and attention through "
+                            "compiled kernels: the same masks, faster steps (built on first "
+                            "use, ~30 s, then cached; see transformer_lib.fast). "
+                            "Default: on when training on a CPU and a C++ compiler can build "
+                            "them, else off; --compiled-kernels: on, or stop if they cannot be "
+                            "built")
+    train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
+                       default=True,
+                       help="Linux with glibc: malloc keeps what a step frees for the next step "
+                            "instead of handing it back to the OS (fewer page faults; default). "
+                            "Results are the same either way")
+    train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--threads", type=positive_int, help="torch.set_num_threads")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p

@@ -1,0 +1,74 @@
+"""The frame every explorer shares: controls, a message line and a figure redrawn from them."""
+from __future__ import annotations
+
+import html
+import io
+import warnings
+from typing import Callable, Dict, Optional
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+
+
+class Explorer:
+    """Controls above a message line and a figure; ``update()`` redraws from the controls.
+
+    ``draw(**values)`` returns ``(figure, message)`` and may raise ``ValueError`` or
+    ``TypeError``: then the error's text becomes the message and the figure is hidden.
+    """
+
+    def __init__(self, name: str, controls: Dict[str, widgets.Widget],
+                 draw: Callable[..., Optional[plt.Figure]], extra=()):
+        self.name, self.controls, self._draw = name, controls, draw
+        self.message = widgets.HTML()
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        rows = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
+        self.widget = widgets.VBox(rows + list(extra) + [self.message, self.image])
+        self._busy = False
+        for control in controls.values():
+            control.observe(lambda _: self.update(), names="value")
+        self.update()
+
+    def values(self) -> dict:
+        return {name: c.value for name, c in self.controls.items() if hasattr(c, "value")}
+
+    def update(self) -> None:
+        if self._busy:                     # a control changed by draw() itself: already drawing
+            return
+        self._busy = True
+        try:
+            fig, text = self._draw(**self.values())
+            self.image.value = figure_png(fig)
+            self.image.layout.display = None
+            self.say(text)
+        except (ValueError, TypeError) as err:
+            self.say(str(err), error=True)
+            self.image.layout.display = "none"
+        finally:
+            self._busy = False
+
+    def say(self, text: str, error: bool = False) -> None:
+        style = "color:#b00020" if error else ""
+        self.message.value = f'<span style="{style}">{html.escape(text)}</span>'
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = self.widget._repr_mimebundle_(**kwargs)       # the widget view and a text repr
+        data["text/plain"] = (f"{self.name} explorer (interactive: run this cell in "
+                              "JupyterLab to use it)")      # the same text every run
+        return data
+
+
+def figure_png(fig: plt.Figure) -> bytes:
+    """The figure as PNG bytes at 100 dpi; the figure is closed."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():           # a character DejaVu Sans lacks: drawn as a box
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        fig.savefig(buffer, format="png", dpi=100, facecolor="white")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _slider(value, low, high, description, step=1):
+    return widgets.IntSlider(value=value, min=low, max=high, step=step, description=description,
+                             continuous_update=False, style={"description_width": "initial"})
+

@@ -1,0 +1,140 @@
+"""Greedy decoding and beam search, one token a press of a button (notebook 07)."""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
+import torch
+
+from ..decoding import Beam, _inference, _next_log_probs, _source, gnmt_length_penalty
+from .base import Explorer, _slider
+from .trained import _load, encode_source
+
+
+def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
+             length_penalty: float = 0.6, top: int = 5) -> Explorer:
+    """Decode one input a token at a time with a "next token" button: greedy's ``top``
+    candidates with their probabilities, and beam search's hypotheses with their scores
+    log P / lp (GNMT's length penalty, alpha = ``length_penalty``).
+
+    The steps are those of :func:`~transformer_lib.decoding.greedy_decode` and
+    :func:`~transformer_lib.decoding.beam_search` (the library's ``Beam``), without a cache.
+    """
+    model, src_tok, tgt_tok = _load(model)
+    controls = {"text": widgets.Text(value=text, description="your input",
+                                     continuous_update=False,
+                                     style={"description_width": "initial"}),
+                "beam_size": _slider(beam_size, 1, 8, "beam size K")}
+    step, restart = widgets.Button(description="next token"), widgets.Button(description="restart")
+    state = {}
+
+    def draw(text, beam_size):
+        if state.get("key") != (text, beam_size):                  # new input: start again
+            state.clear()
+            step.disabled = True
+            src = encode_source(text, src_tok, model.config.max_len)             # (1, S)
+            state.update(key=(text, beam_size), stepper=StepDecoder(
+                model, src, beam_size, length_penalty, tgt_tok.bos_id, tgt_tok.eos_id, top))
+        stepper = state["stepper"]
+        step.disabled = stepper.done
+        return plot_decoding_step(stepper, tgt_tok), (
+            f"step {stepper.steps}: greedy {tgt_tok.decode(stepper.greedy[0].tolist())!r}, "
+            f"beam's best {tgt_tok.decode(stepper.beam.best()[0].tolist())!r}"
+            + ("; both finished" if stepper.done else ""))
+
+    def next_token(_):
+        if "stepper" in state:
+            state["stepper"].step()
+            explorer.update()
+
+    def start_again(_):
+        state.clear()
+        explorer.update()
+
+    step.on_click(next_token)
+    restart.on_click(start_again)
+    explorer = Explorer("Decoding", controls, draw, extra=[widgets.HBox([step, restart])])
+    explorer.buttons = {"next token": step, "restart": restart}
+    return explorer
+
+
+class StepDecoder:
+    """Greedy decoding and beam search on one source, advanced one token per ``step()``."""
+
+    def __init__(self, model, src: torch.Tensor, beam_size: int, alpha: float,
+                 bos_id: int, eos_id: int, top: int = 5):
+        self.model, self.eos, self.top, self.steps = model, eos_id, top, 0
+        with _inference(model):
+            self.memory, self.src_mask = _source(model, src, None)           # (1, S, D)
+        self.greedy = torch.full((1, 1), bos_id)                             # (1, t)
+        self.candidates = None                     # greedy's last (log-probs, ids), top first
+        self.beam = Beam(1, beam_size, bos_id, eos_id, model.config.pad_id, alpha, src.device)
+        self.max_len = model.config.max_len
+
+    @property
+    def greedy_done(self) -> bool:
+        return bool(self.greedy[0, -1] == self.eos) or self.steps >= self.max_len
+
+    @property
+    def done(self) -> bool:
+        return self.greedy_done and (bool(self.beam.finished.all()) or self.steps >= self.max_len)
+
+    def step(self) -> None:
+        if self.done:
+            return
+        K = self.beam.K
+        with _inference(self.model):
+            if not self.greedy_done:
+                log_probs = _next_log_probs(self.model, self.greedy, self.memory,
+                                            self.src_mask, None)[0]          # (V,)
+                self.candidates = log_probs.topk(self.top)
+                self.greedy = torch.cat((self.greedy, self.candidates.indices[:1][None]), 1)
+            if not bool(self.beam.finished.all()):
+                log_probs = _next_log_probs(self.model, self.beam.tokens,
+                                            self.memory.expand(K, -1, -1),
+                                            self.src_mask.expand(K, -1, -1, -1), None)
+                self.beam.advance(log_probs, self.steps + 1)                 # (K, V) in
+        self.steps += 1
+
+
+def plot_decoding_step(stepper: StepDecoder, tokenizer) -> plt.Figure:
+    """Greedy's candidates at the last step (left) and the beam's hypotheses (right)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    greedy_prefix = tokenizer.decode(stepper.greedy[0, :-1].tolist())
+    if stepper.candidates is None:
+        left.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
+    else:
+        probs = stepper.candidates.values.exp().tolist()
+        labels = [repr(tokenizer.id_to_token(i)) for i in stepper.candidates.indices.tolist()]
+        colours = ["tab:orange"] + ["tab:blue"] * (len(probs) - 1)
+        bars = left.barh(range(len(probs)), probs, color=colours)
+        left.bar_label(bars, fmt="%.3f", padding=3)
+        left.set_yticks(range(len(probs)), labels)
+        left.invert_yaxis()
+        left.set_xlim(0, 1)
+    left.set_xlabel("probability (orange: greedy's pick)")
+    left.set_ylabel("candidate next token")
+    left.set_title(f"greedy, step {stepper.steps}: after {greedy_prefix!r}", fontsize="medium")
+    beam = stepper.beam
+    ranked = (beam.scores / gnmt_length_penalty(beam.lengths, beam.alpha))[0]  # (K,)
+    keep = [k for k in range(beam.K) if math.isfinite(float(ranked[k]))]
+    if stepper.steps == 0 or not keep:
+        right.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
+    else:
+        order = sorted(keep, key=lambda k: -float(ranked[k]))
+        labels = [repr(tokenizer.decode(beam.tokens[k].tolist()))
+                  + (" </s>" if bool(beam.finished[0, k]) else "") for k in order]
+        bars = right.barh(range(len(order)), [float(ranked[k]) for k in order],
+                          color="tab:green")
+        right.bar_label(bars, fmt="%.2f", padding=3)
+        right.margins(x=0.15)
+        right.set_yticks(range(len(order)), labels)
+        right.invert_yaxis()
+    right.set_xlabel("score log P / lp (0 is best)")
+    right.set_ylabel("hypothesis")
+    right.set_title(f"beam search, K = {beam.K}, alpha = {beam.alpha}: hypotheses kept",
+                    fontsize="medium")
+    return fig
+
+

@@ -1,0 +1,105 @@
+"""The trained date model's attention on the learner's own input (notebook 07)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import ipywidgets as widgets
+import torch
+
+from .. import plotting
+from ..decoding import _inference, greedy_decode
+from .base import Explorer
+
+DATES_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "dates.pt"
+KINDS = {"encoder self-attention": "encoder", "decoder self-attention": "decoder_self",
+         "cross-attention": "decoder_cross"}
+
+
+
+# ----------------------------------------------------------------------------------------
+# The trained date model (notebook 07)
+
+def _load(model):
+    """(model, src_tokenizer, tgt_tokenizer) from a checkpoint path or such a tuple."""
+    if isinstance(model, tuple) and len(model) == 3:
+        return model
+    from ..training.checkpoint import load_model
+    path = Path(DATES_CHECKPOINT if model is None else model)
+    if not path.is_file():
+        raise FileNotFoundError(f"model must be a checkpoint file or (model, src_tokenizer, "
+                                f"tgt_tokenizer); no file at {path}")
+    return load_model(path)
+
+
+def encode_source(text: str, tokenizer, max_len: int) -> torch.Tensor:
+    """One source text as (1, S) ids; ValueError with a learner-readable reason otherwise."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("type a date in the text box (it is empty)")
+    unknown = sorted({ch for ch in text if tokenizer.unk_id in tokenizer.encode(ch)})
+    if unknown:
+        raise ValueError(f"the model's vocabulary has no {', '.join(map(repr, unknown))}: it "
+                         "only knows the characters of its training dates (English, French, "
+                         "German and Spanish); it would read them as <unk>")
+    ids = tokenizer.encode(text)
+    if len(ids) > max_len:
+        raise ValueError(f"the text has {len(ids)} tokens; the model reads at most {max_len}")
+    return torch.tensor([ids])                                               # (1, S)
+
+
+def _label(tokenizer, i: int) -> str:
+    token = tokenizer.id_to_token(i)
+    return "␣" if token == " " else token
+
+
+def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
+    """A text box for your own input, its greedy translation, and one attention heatmap of
+    the trained model, picked by kind (encoder self, decoder self, cross), layer and head.
+
+    ``model``: a checkpoint path (default ``checkpoints/dates.pt``) or the
+    ``(model, src_tokenizer, tgt_tokenizer)`` of ``training.checkpoint.load_model``.
+    """
+    model, src_tok, tgt_tok = _load(model)
+    c = model.config
+    dropdown = dict(style={"description_width": "initial"})
+    controls = {"text": widgets.Text(value=text, description="your input",
+                                     continuous_update=False, **dropdown),
+                "kind": widgets.Dropdown(options=list(KINDS.items()), value="decoder_cross",
+                                         description="kind", **dropdown),
+                "layer": widgets.Dropdown(options=list(range(c.N)), description="layer",
+                                          **dropdown),
+                "head": widgets.Dropdown(options=list(range(c.h)), description="head",
+                                         **dropdown)}
+    memo = {}
+
+    def run(text):
+        if text not in memo:
+            src = encode_source(text, src_tok, c.max_len)                    # (1, S)
+            out = greedy_decode(model, src, c.max_len, tgt_tok.bos_id, tgt_tok.eos_id)
+            bos = torch.full((1, 1), tgt_tok.bos_id)
+            y_in = torch.cat((bos, out[:, :-1]), dim=1)                      # (1, T)
+            with _inference(model):
+                _, weights = model(src, y_in, need_weights=True)
+            ins = [_label(tgt_tok, i) for i in y_in[0].tolist()]
+            rows = [f"{a}→{_label(tgt_tok, b)}" for a, b in zip(ins, out[0].tolist())]
+            memo.clear()
+            memo[text] = (tgt_tok.decode(out[0].tolist()), weights,
+                          [_label(src_tok, i) for i in src[0].tolist()], ins, rows)
+        return memo[text]
+
+    def draw(text, kind, layer, head):
+        translation, weights, source, ins, rows = run(text)
+        queries, keys = {"encoder": (source, source), "decoder_self": (rows, ins),
+                         "decoder_cross": (rows, source)}[kind]
+        w = weights[kind][layer][0, head:head + 1]                           # (1, T_q, T_k)
+        cell = min(0.3, 7 / max(len(queries), len(keys)))
+        fig = plotting.attention_heads(w, queries, keys, cell=cell)
+        ax = fig.axes[0]
+        ax.set_title(f"{next(k for k, v in KINDS.items() if v == kind)}, layer {layer}, "
+                     f"head {head}", fontsize="medium")
+        ax.set_xlabel("key: " + ("decoder input" if kind == "decoder_self" else "source"))
+        ax.set_ylabel("query: " + ("source" if kind == "encoder" else "input→predicted"))
+        return fig, f"translation: {translation}"
+
+    return Explorer("Attention", controls, draw)
+
+
