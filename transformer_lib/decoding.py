@@ -139,7 +139,7 @@ def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
     with _inference(model):
         memory, src_mask = _source(model, src, src_mask)                     # (B, S, D)
         beam = Beam(src.shape[0], beam_size, bos_id, eos_id, model.config.pad_id,
-                     float(length_penalty), src.device)
+                    float(length_penalty), src.device)
         memory = memory.repeat_interleave(beam_size, dim=0)                  # (B*K, S, D)
         src_mask = src_mask.repeat_interleave(beam_size, dim=0)              # (B*K, ., ., S)
         cache = model.new_cache() if use_cache else None
