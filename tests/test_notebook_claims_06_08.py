@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import Transformer
 from transformer_lib.data.batching import encode_pairs, make_batch
 from transformer_lib.data.dates import make_date_splits
 from transformer_lib.data.tokenizers import CharTokenizer
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.training import LabelSmoothingLoss
 from transformer_lib.training.checkpoint import load_model
-from transformer_lib.training.trainer import Trainer, TrainSettings
+from transformer_lib.training.job import DataSpec, TrainJob, prepare
+from transformer_lib.training.trainer import TrainSettings
 
 from notebook_cells import cells, output_text, source
 
@@ -101,14 +101,12 @@ def test_trained_model_beam_equals_greedy_on_every_test_date(shipped):
 def test_after_400_steps_beam_changes_a_few_percent_mostly_for_the_better(shipped):
     torch.set_num_threads(1)
     model, src_tok, tgt_tok, test, src = shipped
-    torch.manual_seed(0)
-    early = Transformer(model.config)
-    train = make_date_splits(n_train=20000)["train"]
     settings = TrainSettings(steps=400, max_tokens=1000, warmup=200, lr_factor=0.5, seed=0,
                              eval_limit=1, progress=False, verbose=False)
-    Trainer(early, src_tok, tgt_tok, encode_pairs(train, src_tok, tgt_tok), train[:1],
-            settings, device="cpu").fit()
-    early.eval()
+    job = TrainJob(DataSpec(task="dates"), model.config, settings)
+    trainer = prepare(job, tokenizers=(src_tok, tgt_tok), device="cpu").trainer
+    trainer.fit()
+    early = trainer.model.eval()
     greedy = decode(tgt_tok, greedy_decode(early, src, 16))
     beam = decode(tgt_tok, beam_search(early, src, 16, 4, 0.6))
     changed = [i for i, (g, b) in enumerate(zip(greedy, beam)) if g != b]

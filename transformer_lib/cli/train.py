@@ -22,14 +22,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import random
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-import numpy as np
 import torch
 
 from .. import fast
@@ -38,54 +36,17 @@ from ..model import Transformer
 from ..training.checkpoint import CheckpointError, load_checkpoint
 from ..training.distributed import cleanup, init_distributed
 from ..training.metrics import evaluate_translation
+from ..data.tokenizers import tokenizer_from_dict
+from ..training.job import DataSpec, JobError, ModelSpec, TrainJob
+from ..training.job import prepare as prepare_job
 from ..training.trainer import Trainer, TrainSettings, pick_device
 from .stopping import (GracefulStop, failed_save, signals_interrupt, stopped,
                        stopped_at_once)
-from .train_args import PRESETS, train_parser
-from .train_checks import (UsageError, check_args, check_resume, data_flags, fitting,
-                           read_corpus, vocab_note)
+from .train_args import train_parser
+from .train_checks import MODEL_FLAGS, UsageError, check_args, check_resume, flag
 
 def build_parser() -> argparse.ArgumentParser:
     return train_parser(__doc__)
-
-
-def load_data(args):
-    """-> (train pairs, valid pairs, test pairs or None, BLEU tokenization)."""
-    if args.task == "dates":
-        from ..data.dates import make_date_splits
-        splits = make_date_splits(args.n_train, args.n_valid, args.n_test)
-        return splits["train"], splits["valid"], splits["test"], "char"
-    test = read_corpus("--test-file", args.test_file) if args.test_file else None
-    return (read_corpus("--train-file", args.train_file),
-            read_corpus("--valid-file", args.valid_file), test, "13a")
-
-
-def new_tokenizer(args, train_pairs, notes: List[str]):
-    """One vocabulary shared by source and target (§5.1), so embeddings can be tied."""
-    from ..data.tokenizers import BPETokenizer, CharTokenizer
-    texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
-    if args.task == "dates":
-        return CharTokenizer.train(texts)
-    if args.vocab_size <= 4:
-        raise UsageError(f"--vocab-size must be > 4 (the special tokens), got {args.vocab_size}")
-    tok = BPETokenizer.train(texts, vocab_size=args.vocab_size)
-    note = vocab_note(args.vocab_size, tok.vocab_size)
-    if note:
-        notes.append(note)
-    return tok
-
-
-def model_config(args, vocab_size: int) -> TransformerConfig:
-    sizes = {"d_model": args.d_model, "N": args.layers, "h": args.heads, "d_ff": args.d_ff,
-             "P_drop": args.dropout, "max_len": args.max_len}
-    given = {k: v for k, v in sizes.items() if v is not None}
-    try:
-        return PRESETS[args.preset](vocab_size, **given)
-    except ValueError as e:
-        flags = " ".join(f"{f} {v}" for f, v in zip(
-            ("--d-model", "--layers", "--heads", "--d-ff", "--dropout", "--max-len"),
-            sizes.values()) if v is not None)
-        raise UsageError(f"--preset {args.preset} {flags}: {e}".replace("  ", " ")) from None
 
 
 def read_resumed(ckpt_path: Path):
@@ -102,65 +63,76 @@ def read_resumed(ckpt_path: Path):
     return ckpt
 
 
-def build(args, ckpt, train_pairs, notes: List[str]):
-    """-> (model, src tokenizer, tgt tokenizer): from the checkpoint ``ckpt`` if given."""
-    from ..data.tokenizers import tokenizer_from_dict
-    if ckpt is not None:
-        config = TransformerConfig(**ckpt["config"])
-        src_tok = tokenizer_from_dict(ckpt["src_tokenizer"])
-        return Transformer(config), src_tok, tokenizer_from_dict(ckpt["tgt_tokenizer"])
-    tok = new_tokenizer(args, train_pairs, notes)
-    return Transformer(model_config(args, tok.vocab_size)), tok, tok
-
-
-def settings_from(args, ckpt_path: Path, decode_max_len: int, bleu_tokenize: str):
-    """The TrainSettings of this run: every field that has a flag of the same name, plus
-    those the command line works out."""
+def job_from(args, ckpt_path: Path) -> TrainJob:
+    """The run the flags describe, as a library :class:`TrainJob`."""
+    data = DataSpec(task=args.task, corpus=args.corpus, train_file=args.train_file,
+                    valid_file=args.valid_file, test_file=args.test_file,
+                    n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test,
+                    vocab_size=args.vocab_size)
+    sizes = {field: getattr(args, name) for name, field in MODEL_FLAGS.items()}
+    model = ModelSpec(args.preset, {k: v for k, v in sizes.items() if v is not None})
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainSettings)
              if hasattr(args, f.name)}
-    return TrainSettings(**given, checkpoint=str(ckpt_path), decode_max_len=decode_max_len,
-                         bleu_tokenize=bleu_tokenize, progress=not args.no_progress)
+    settings = TrainSettings(**given, checkpoint=str(ckpt_path), progress=not args.no_progress)
+    return TrainJob(data, model, settings)
+
+
+def where(args, field: str) -> Tuple[str, str]:
+    """(what the user gave, separator) for a job field, to name flags in messages."""
+    split = {"train": ("--train-file", args.train_file), "valid": ("--valid-file",
+             args.valid_file), "test": ("--test-file", args.test_file)}
+    if field.startswith("data.") and field[5:] in split:
+        name, path = split[field[5:]]
+        if path is not None:
+            return f"{name} {path}", ": "
+        if field == "data.train":
+            return (f"--corpus {args.corpus}" if args.corpus else "--task dates"), ": "
+        return f"the {'validation' if field == 'data.valid' else 'test'} split", ": "
+    if field.endswith("_file"):
+        return flag(field[5:]), ": "
+    if field == "model":
+        flags = " ".join(f"{flag(n)} {getattr(args, n)}" for n in MODEL_FLAGS
+                         if getattr(args, n) is not None)
+        return f"--preset {args.preset} {flags}".strip(), ": "
+    if field == "data.corpus":
+        return f"--corpus {args.corpus}", ": "
+    return flag(field.split(".")[-1]), " "
+
+
+def in_flags(args, field: str, message: str) -> str:
+    prefix, sep = where(args, field)
+    return f"{prefix}{sep}{message}"
 
 
 def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
     """Everything before the first step, with every check that can be made now.
 
     -> (trainer, test pairs or None)."""
-    from ..data.batching import encode_pairs
-    train_pairs, valid_pairs, test_pairs, bleu_tokenize = load_data(args)
-    notes: List[str] = []
     ckpt = read_resumed(ckpt_path) if args.resume else None
-    model, src_tok, tgt_tok = build(args, ckpt, train_pairs, notes)
-    max_len = model.config.max_len
-    examples = encode_pairs(train_pairs, src_tok, tgt_tok, max_len=max_len)
-    if not examples:
-        where = f"--train-file {args.train_file}" if args.train_file else "--task dates"
-        raise UsageError(f"{where}: no training pair fits the model's max_len={max_len} "
-                         "tokens: raise --max-len")
-    valid_pairs = fitting(valid_pairs, src_tok, max_len,
-                          f"--valid-file {args.valid_file}" if args.valid_file
-                          else "the validation split", notes)
-    if test_pairs is not None:
-        test_pairs = fitting(test_pairs, src_tok, max_len,
-                             f"--test-file {args.test_file}" if args.test_file
-                             else "the test split", notes)
-    decode_max_len = min(max(len(t) for _, t in examples) + 10, max_len - 1)
-    settings = settings_from(args, ckpt_path, decode_max_len, bleu_tokenize)
+    job = job_from(args, ckpt_path)
+    resumed = {}
     if ckpt is not None:
-        check_resume(args, ckpt, dataclasses.asdict(settings), notes)
+        job = dataclasses.replace(job, model=TransformerConfig(**ckpt["config"]))
+        resumed = {"tokenizers": (tokenizer_from_dict(ckpt["src_tokenizer"]),
+                                  tokenizer_from_dict(ckpt["tgt_tokenizer"]))}
+    extra = {"command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
+             "task": args.task or args.corpus or "corpus"}
+    try:
+        run = prepare_job(job, device=str(device), dist=dist, extra=extra, **resumed)
+    except JobError as e:
+        raise UsageError(in_flags(args, e.field, e.message)) from None
+    notes = [f"note: {in_flags(args, field, message)}" for field, message in run.notes]
+    if ckpt is not None:
+        check_resume(args, ckpt, dataclasses.asdict(run.trainer.settings), notes)
         del ckpt                                  # the trainer reads it again below
     if dist.is_main:
         for note in notes:
             print(note, flush=True)
     if device.type == "cpu":
-        fast.accelerate(model, kernels=kernels)   # same model, faster CPU steps
-    extra = {"command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
-             "task": args.task or "corpus", "data": data_flags(args)}
-    trainer = Trainer(model, src_tok, tgt_tok, examples, valid_pairs, settings, str(device),
-                      dist, extra)
+        fast.accelerate(run.trainer.model, kernels=kernels)   # same model, faster CPU steps
     if args.resume:
-        trainer.resume()
-    return trainer, test_pairs
+        run.trainer.resume()
+    return run.trainer, run.test_pairs
 
 
 def run(args, ckpt_path: Path, kernels: bool = False, progress: Optional[dict] = None
@@ -171,7 +143,6 @@ def run(args, ckpt_path: Path, kernels: bool = False, progress: Optional[dict] =
     dist = init_distributed(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
-    random.seed(args.seed), np.random.seed(args.seed), torch.manual_seed(args.seed)
     trainer, test_pairs = prepare(args, ckpt_path, dist, device, kernels)
     if progress is not None:
         progress["trainer"] = trainer

@@ -4,11 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..config import TransformerConfig
+from ..training.job import PRESETS
 from .args import non_negative_int, positive_int
-
-PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
-           "big": TransformerConfig.big}
 
 
 def train_parser(description: str) -> argparse.ArgumentParser:
@@ -17,6 +14,9 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--task", choices=["dates"], help="a built-in task")
+    data.add_argument("--corpus", choices=["bible-en-fr"],
+                      help="a built-in corpus of real sentences: English->French Bible verses "
+                           "(train/valid/test split by chapter; see transformer_lib.data.bible)")
     data.add_argument("--train-file", type=Path, help="TSV corpus: source<TAB>target lines")
     data.add_argument("--valid-file", type=Path, help="TSV corpus for validation")
     data.add_argument("--test-file", type=Path, help="TSV corpus scored once at the end")

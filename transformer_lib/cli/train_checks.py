@@ -20,7 +20,7 @@ MAY_CHANGE = ("steps", "eval_every", "eval_limit", "save_every", "average_last",
               "average_every")
 # TrainSettings fields that are not flags of their own, or only change how it looks.
 NOT_COMPARED = ("checkpoint", "decode_max_len", "bleu_tokenize", "progress", "verbose")
-DATA_FLAGS = ("task", "train_file", "n_train")      # what a resumed run trains on
+DATA_FLAGS = ("task", "corpus", "train_file", "n_train")      # what a resumed run trains on
 MODEL_FLAGS = {"d_model": "d_model", "layers": "N", "heads": "h", "d_ff": "d_ff",
                "dropout": "P_drop", "max_len": "max_len"}
 
@@ -31,8 +31,11 @@ class UsageError(Exception):
 
 def check_args(p: argparse.ArgumentParser, args) -> Path:
     """Reject contradictory or impossible arguments; return the checkpoint path."""
-    if (args.task is None) == (args.train_file is None):
-        p.error("give either --task dates or --train-file/--valid-file (not both)")
+    sources = [f for f in ("task", "corpus", "train_file") if getattr(args, f) is not None]
+    if len(sources) != 1:
+        given = " and ".join("--" + f.replace("_", "-") for f in sources)
+        p.error("give one of --task dates, --corpus bible-en-fr or --train-file/--valid-file"
+                + (f" (not both: {given})" if sources else ""))
     if args.train_file is not None and args.valid_file is None:
         p.error("--train-file needs --valid-file")
     for flag in ("train_file", "valid_file", "test_file"):
@@ -101,44 +104,10 @@ def check_out(out: Path, ckpt_path: Path) -> None:
         raise UsageError(f"--name: {ckpt_path} is a folder, not a checkpoint file")
 
 
-def read_corpus(flag_name: str, path: Path):
-    """read_parallel with its errors (file, line, what is wrong) as a usage error."""
-    from ..data.corpus import read_parallel
-    try:
-        return read_parallel(path)
-    except (ValueError, OSError) as e:
-        raise UsageError(f"{flag_name}: {e}") from None
-
-
-def fitting(pairs, src_tok, max_len: int, what: str, notes: List[str]):
-    """The pairs whose source fits ``max_len`` tokens; a note for those left out, a usage
-    error if none is left (validation and BLEU would fail only after training)."""
-    kept = [p for p in pairs if len(src_tok.encode(p[0])) <= max_len]
-    if not kept:
-        shortest = min(len(src_tok.encode(s)) for s, _ in pairs)
-        raise UsageError(f"{what}: none of its {len(pairs)} sources fits the model's "
-                         f"max_len={max_len} tokens (the shortest has {shortest}): raise "
-                         "--max-len or give shorter sentences")
-    if len(kept) < len(pairs):
-        notes.append(f"note: {what}: {len(pairs) - len(kept)} of {len(pairs)} sources are "
-                     f"longer than max_len={max_len} tokens and are left out")
-    return kept
-
-
-def vocab_note(requested: int, got: int) -> Optional[str]:
-    if got > requested:
-        return (f"note: --vocab-size {requested} is below what the corpus needs (every "
-                f"character it holds and 4 special tokens): the vocabulary has {got} tokens")
-    if got < requested:
-        return (f"note: --vocab-size {requested}: the corpus yields only {got} tokens "
-                "(no more pairs occur twice); the vocabulary has that many")
-    return None
-
-
 def data_flags(args) -> Dict[str, Any]:
     """What a run trains on, as stored in its checkpoint (``extra["data"]``)."""
     train_file = str(args.train_file.resolve()) if args.train_file else None
-    return {"task": args.task, "train_file": train_file,
+    return {"task": args.task, "corpus": args.corpus, "train_file": train_file,
             "n_train": args.n_train if args.task else None}
 
 

@@ -48,6 +48,13 @@ class Batch:
         return self.src.shape[0]
 
 
+def fits(example: Example, max_len: int) -> bool:
+    """The one length filter of the series: the source fits ``max_len`` positions, and so
+    does the target with ``<s>`` in front (the decoder's input)."""
+    src, tgt = example
+    return len(src) <= max_len and len(tgt) + 1 <= max_len
+
+
 def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
                  max_len: Optional[int] = None) -> List[Example]:
     """Tokenize ``(source, target)`` strings into ``(src_ids, tgt_ids)``, no specials added.
@@ -64,7 +71,7 @@ def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise TypeError(f"pairs[{i}] must be a (source, target) pair, got {pair!r}")
         src, tgt = src_tok.encode(pair[0]), tgt_tok.encode(pair[1])
-        if max_len is None or (len(src) <= max_len and len(tgt) + 1 <= max_len):
+        if max_len is None or fits((src, tgt), max_len):
             examples.append((src, tgt))
     return examples
 

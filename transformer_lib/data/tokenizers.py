@@ -52,10 +52,31 @@ def _as_id_list(ids) -> List[int]:
     return ids
 
 
-class _Base:
-    """What both tokenizers share: the special ids and BOS/EOS wrapping."""
+class Tokenizer:
+    """The interface of every tokenizer: ``vocab_size``, ``encode``, ``decode``,
+    ``id_to_token``, ``to_dict``, and the special ids, the same in all of them."""
 
     pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
+    kind = "base"
+
+    @property
+    def vocab_size(self) -> int:
+        raise NotImplementedError
+
+    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> List[int]:
+        """``text`` -> ids, with ``<s>``/``</s>`` added on request."""
+        raise NotImplementedError
+
+    def decode(self, ids, skip_special: bool = True) -> str:
+        """ids (list or 1-D tensor) -> text; special tokens left out unless asked."""
+        raise NotImplementedError
+
+    def id_to_token(self, i: int) -> str:
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        """JSON-safe values that :func:`tokenizer_from_dict` turns back into the tokenizer."""
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return self.vocab_size
@@ -69,7 +90,7 @@ class _Base:
             raise ValueError(f"ids holds {bad[0]}, outside the vocabulary [0, {self.vocab_size})")
 
 
-class CharTokenizer(_Base):
+class CharTokenizer(Tokenizer):
     """One token per character; ids 0-3 are the specials, then the characters in sorted order."""
 
     kind = "char"
@@ -110,7 +131,7 @@ class CharTokenizer(_Base):
         return {"kind": self.kind, "chars": list(self.chars)}
 
 
-class BPETokenizer(_Base):
+class BPETokenizer(Tokenizer):
     """Byte-pair encoding on the Hugging Face ``tokenizers`` library (§5.1).
 
     Pre-tokenizer and decoder are ``Metaspace`` (spaces become ``"▁"``, as in
@@ -122,8 +143,8 @@ class BPETokenizer(_Base):
     kind = "bpe"
 
     def __init__(self, hf_tokenizer):
-        from tokenizers import Tokenizer
-        if not isinstance(hf_tokenizer, Tokenizer):
+        from tokenizers import Tokenizer as HFTokenizer
+        if not isinstance(hf_tokenizer, HFTokenizer):
             raise TypeError("hf_tokenizer must be a tokenizers.Tokenizer, got "
                             f"{type(hf_tokenizer).__name__}")
         for i, tok in enumerate(SPECIAL_TOKENS):
@@ -136,11 +157,12 @@ class BPETokenizer(_Base):
     def train(cls, texts: Iterable[str], vocab_size: int = 8000,
               min_frequency: int = 2) -> "BPETokenizer":
         """Learn merges on ``texts`` until ``vocab_size`` tokens (specials included)."""
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import decoders, models, pre_tokenizers, trainers
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 4:
             raise ValueError(f"vocab_size must be an int > 4, got {vocab_size!r}")
         texts = _check_texts(texts)
-        hf = Tokenizer(models.BPE(unk_token=UNK))
+        hf = HFTokenizer(models.BPE(unk_token=UNK))
         hf.pre_tokenizer = pre_tokenizers.Metaspace()
         hf.decoder = decoders.Metaspace()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
@@ -168,13 +190,13 @@ class BPETokenizer(_Base):
         return {"kind": self.kind, "json": self.hf.to_str()}
 
 
-def tokenizer_from_dict(d: dict):
+def tokenizer_from_dict(d: dict) -> Tokenizer:
     """Rebuild a tokenizer from its ``to_dict()`` (dispatch on ``d["kind"]``)."""
     if not isinstance(d, dict) or "kind" not in d:
         raise TypeError("d must be a dict made by a tokenizer's to_dict(), with a 'kind' key")
     if d["kind"] == CharTokenizer.kind:
         return CharTokenizer(d["chars"])
     if d["kind"] == BPETokenizer.kind:
-        from tokenizers import Tokenizer
-        return BPETokenizer(Tokenizer.from_str(d["json"]))
+        from tokenizers import Tokenizer as HFTokenizer
+        return BPETokenizer(HFTokenizer.from_str(d["json"]))
     raise ValueError(f"d['kind'] must be 'char' or 'bpe', got {d['kind']!r}")

@@ -18,7 +18,9 @@ class TrainSettings:
     that are greedy-decoded for exact match and BLEU (the loss uses all of them).
     ``average_last`` > 0: the final model is the mean of the weights at the last
     ``average_last`` snapshots, taken every ``average_every`` steps up to ``steps`` (the
-    paper's base models average the last 5 checkpoints, §6.1). ``progress``: True (a
+    paper's base models average the last 5 checkpoints, §6.1). ``decode_max_len``: the
+    longest translation decoded in validation; None: the longest training target + 10,
+    within the model's positions. ``progress``: True (a
     terminal bar), ``"notebook"`` (one status line updated in place, validation results
     as plain lines) or False (:mod:`.progress`).
     """
@@ -33,7 +35,7 @@ class TrainSettings:
     checkpoint: Optional[str] = None
     seed: int = 0
     bf16: bool = False
-    decode_max_len: int = 64
+    decode_max_len: Optional[int] = None
     bleu_tokenize: str = "13a"
     eval_limit: Optional[int] = 500
     progress: Union[bool, str] = True

@@ -44,7 +44,12 @@ class Trainer:
     def __init__(self, model: Transformer, src_tok, tgt_tok, train_examples, valid_pairs: Pairs,
                  settings: TrainSettings, device: Optional[str] = None,
                  dist: DistContext = DistContext(), extra: Optional[dict] = None):
-        from ..data.batching import encode_pairs
+        from ..data.batching import fits
+        train_examples = list(train_examples)
+        if settings.decode_max_len is None:          # room for the longest target, and then some
+            longest = max((len(t) for _, t in train_examples), default=54) + 10
+            settings = dataclasses.replace(
+                settings, decode_max_len=min(longest, model.config.max_len - 1))
         self.settings, self.dist, self.extra = settings, dist, dict(extra or {})
         self.device = pick_device(device)
         if settings.bf16 and (problem := bf16_problem(self.device)):
@@ -53,9 +58,11 @@ class Trainer:
         self.ddp_model = wrap_model(self.model, dist, self.device)
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
         self.train_examples = list(train_examples)
-        max_len = model.config.max_len                       # longer pairs do not fit
-        self.valid_pairs = [p for p in valid_pairs if len(src_tok.encode(p[0])) <= max_len]
-        self.valid_examples = encode_pairs(self.valid_pairs, src_tok, tgt_tok, max_len)
+        max_len = model.config.max_len          # one length filter for loss and BLEU alike
+        ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in valid_pairs]
+        keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
+        self.valid_pairs = [valid_pairs[i] for i in keep]
+        self.valid_examples = [ids[i] for i in keep]
         self.criterion = LabelSmoothingLoss(settings.label_smoothing, model.config.pad_id)
         self.optimizer, self.scheduler = make_optimizer(
             self.model, model.config.d_model, settings.warmup, settings.lr_factor)

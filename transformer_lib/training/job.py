@@ -1,0 +1,236 @@
+"""A training run as one object, and the one function that assembles it.
+
+:class:`TrainJob` says what to train on (:class:`DataSpec`), which model
+(:class:`ModelSpec`, or tokenizers and a full :class:`TransformerConfig` of your own) and
+how (:class:`TrainSettings`). :func:`prepare` turns it into a ready :class:`Trainer`: it
+loads the pairs, trains or takes the tokenizers, builds the model, encodes every split once
+with one length filter and reports what that filter left out. The command line
+(``python -m transformer_lib.train``) and the notebooks both go through it.
+
+Errors are :class:`JobError` (a ``ValueError``) naming the field of the job at fault
+(``data.valid_file``, ``model.max_len``, ...), never a command-line flag.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..config import TransformerConfig
+from ..data.batching import Example, fits
+from ..data.tokenizers import Tokenizer
+from ..model import Transformer
+from .distributed import DistContext
+from .settings import TrainSettings
+from .trainer import Trainer
+
+Pairs = List[Tuple[str, str]]
+Note = Tuple[str, str]            # (field of the job, what to tell about it)
+SPLITS = ("train", "valid", "test")
+
+
+class JobError(ValueError):
+    """A job that cannot run; ``field`` is the job's field at fault (``data.valid_file``)."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field, self.message = field_name, message
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """What to train on: exactly one of ``task="dates"``, ``corpus="bible-en-fr"`` or
+    ``train_file`` with ``valid_file`` (``source<TAB>target`` lines; ``test_file``
+    optional). ``vocab_size``: the byte-pair vocabulary shared by both sides (corpora
+    only; the date task uses characters)."""
+
+    task: Optional[str] = None
+    corpus: Optional[str] = None
+    train_file: Optional[str] = None
+    valid_file: Optional[str] = None
+    test_file: Optional[str] = None
+    n_train: int = 20000
+    n_valid: int = 1000
+    n_test: int = 1000
+    vocab_size: int = 8000
+
+    def __post_init__(self) -> None:
+        given = [n for n in ("task", "corpus", "train_file") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise JobError("data", "give exactly one of task, corpus or train_file, got "
+                           f"{given or 'none'}")
+        if self.train_file is not None and self.valid_file is None:
+            raise JobError("data.valid_file", "a train_file needs a valid_file")
+        for name in ("n_train", "n_valid", "n_test", "vocab_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise JobError(f"data.{name}", f"must be a positive int, got {value!r}")
+
+    @property
+    def bleu_tokenize(self) -> str:
+        """sacrebleu's tokenizer: characters for ISO dates, ``13a`` (words) for sentences."""
+        return "char" if self.task == "dates" else "13a"
+
+    def identity(self) -> Dict[str, Any]:
+        """What a resumed run must train on again (stored in the checkpoint)."""
+        train_file = str(Path(self.train_file).resolve()) if self.train_file else None
+        return {"task": self.task, "corpus": self.corpus, "train_file": train_file,
+                "n_train": self.n_train if self.task else None}
+
+    def load(self) -> Dict[str, Optional[Pairs]]:
+        """``{"train", "valid", "test"}`` lists of (source, target) pairs; test may be None."""
+        if self.task == "dates":
+            from ..data.dates import make_date_splits
+            return dict(make_date_splits(self.n_train, self.n_valid, self.n_test))
+        if self.task is not None:
+            raise JobError("data.task", f"the built-in task is 'dates', got {self.task!r}")
+        if self.corpus is not None:
+            from ..data.bible import CORPORA, CorpusUnavailable, bible_en_fr
+            if self.corpus not in CORPORA:
+                raise JobError("data.corpus", f"must be one of {list(CORPORA)}, got "
+                               f"{self.corpus!r}")
+            try:
+                return dict(bible_en_fr())
+            except CorpusUnavailable as e:
+                raise JobError("data.corpus", str(e)) from None
+        return {"train": _read("data.train_file", self.train_file),
+                "valid": _read("data.valid_file", self.valid_file),
+                "test": _read("data.test_file", self.test_file) if self.test_file else None}
+
+
+def _read(field_name: str, path) -> Pairs:
+    from ..data.corpus import read_parallel
+    try:
+        return read_parallel(path)
+    except (ValueError, OSError) as e:
+        raise JobError(field_name, str(e)) from None
+
+
+PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
+           "big": TransformerConfig.big}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A preset of :class:`TransformerConfig` and the fields that override it; the
+    vocabulary sizes come from the tokenizers."""
+
+    preset: str = "tiny"
+    overrides: Dict[str, Any] = field(default_factory=dict)
+
+    def config(self, vocab_size: int) -> TransformerConfig:
+        if self.preset not in PRESETS:
+            raise JobError("model.preset", f"must be one of {sorted(PRESETS)}, got "
+                           f"{self.preset!r}")
+        try:
+            return PRESETS[self.preset](vocab_size, **self.overrides)
+        except ValueError as e:
+            raise JobError("model", str(e)) from None
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """One training run: data, model and settings (see :func:`prepare`)."""
+
+    data: DataSpec
+    model: Union[ModelSpec, TransformerConfig] = ModelSpec()
+    settings: TrainSettings = field(default_factory=TrainSettings)
+
+
+@dataclass
+class PreparedRun:
+    """What :func:`prepare` returns: the trainer, the test pairs (or None) and one line
+    for each thing worth telling (vocabulary size, pairs left out by the length filter)."""
+
+    trainer: Trainer
+    test_pairs: Optional[Pairs]
+    notes: List[Note]
+    left_out: Dict[str, int]
+
+
+def new_tokenizers(data: DataSpec, train: Pairs, notes: List[Note]) -> Tuple[Tokenizer, Tokenizer]:
+    """One vocabulary shared by source and target (§5.1), so embeddings can be tied."""
+    from ..data.tokenizers import BPETokenizer, CharTokenizer
+    texts = [s for s, _ in train] + [t for _, t in train]
+    if data.task == "dates":
+        tok: Tokenizer = CharTokenizer.train(texts)
+        return tok, tok
+    if data.vocab_size <= 4:
+        raise JobError("data.vocab_size", f"must be > 4 (the special tokens), got "
+                       f"{data.vocab_size}")
+    tok = BPETokenizer.train(texts, vocab_size=data.vocab_size)
+    if tok.vocab_size > data.vocab_size:
+        notes.append(("data.vocab_size", f"{data.vocab_size} is below what the corpus needs "
+                      "(every character it holds and 4 special tokens): the vocabulary has "
+                      f"{tok.vocab_size} tokens"))
+    elif tok.vocab_size < data.vocab_size:
+        notes.append(("data.vocab_size", f"{data.vocab_size}: the corpus yields only "
+                      f"{tok.vocab_size} tokens (no more pairs occur twice); the vocabulary "
+                      "has that many"))
+    return tok, tok
+
+
+def encode_split(name: str, pairs: Pairs, src_tok: Tokenizer, tgt_tok: Tokenizer,
+                 max_len: int) -> Tuple[Pairs, List[Example], int]:
+    """-> (kept pairs, their ids, how many were left out); refuses a split left empty."""
+    ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
+    keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
+    if not keep:
+        shortest = min(len(s) for s, _ in ids)
+        side = "sources" if shortest > max_len else "targets"
+        what = ("no training pair fits" if name == "train"
+                else f"none of its {len(pairs)} {side} fits")
+        raise JobError(f"data.{name}", f"{what} the model's max_len={max_len} tokens (the "
+                       f"shortest source has {shortest}): raise max_len or give shorter "
+                       "sentences")
+    return [pairs[i] for i in keep], [ids[i] for i in keep], len(pairs) - len(keep)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def prepare(job: TrainJob, *, tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] = None,
+            model_state: Optional[Dict[str, Any]] = None, device: Optional[str] = None,
+            dist: DistContext = DistContext(), extra: Optional[dict] = None) -> PreparedRun:
+    """Assemble ``job`` into a ready :class:`Trainer` (not yet trained).
+
+    Seeds Python, NumPy and PyTorch with ``job.settings.seed`` first, so the same job gives
+    the same model. ``tokenizers``: (source, target) to use instead of training new ones
+    (the command line passes a resumed checkpoint's). ``model_state``: weights to load.
+    ``settings.bleu_tokenize`` follows the data (characters for dates, words otherwise).
+    """
+    seed_everything(job.settings.seed)
+    splits = job.data.load()
+    notes: List[Note] = []
+    src_tok, tgt_tok = tokenizers or new_tokenizers(job.data, splits["train"] or [], notes)
+    config = (job.model if isinstance(job.model, TransformerConfig)
+              else job.model.config(src_tok.vocab_size))
+    if (config.src_vocab_size, config.tgt_vocab_size) != (src_tok.vocab_size,
+                                                           tgt_tok.vocab_size):
+        raise JobError("model", f"vocabulary sizes {config.src_vocab_size}/"
+                       f"{config.tgt_vocab_size} differ from the tokenizers' "
+                       f"{src_tok.vocab_size}/{tgt_tok.vocab_size}")
+    model = Transformer(config)
+    if model_state is not None:
+        model.load_state_dict(model_state)
+    kept: Dict[str, Any] = {}
+    left_out: Dict[str, int] = {}
+    for name in SPLITS:
+        if splits.get(name) is not None:
+            pairs, ids, dropped = encode_split(name, splits[name], src_tok, tgt_tok,
+                                               config.max_len)
+            kept[name], kept[name + "_ids"], left_out[name] = pairs, ids, dropped
+            if dropped:
+                notes.append((f"data.{name}", f"{dropped} of {len(splits[name])} pairs are "
+                              f"longer than max_len={config.max_len} tokens and are left out"))
+    settings = replace(job.settings, bleu_tokenize=job.data.bleu_tokenize)
+    trainer = Trainer(model, src_tok, tgt_tok, kept["train_ids"], kept["valid"], settings,
+                      device, dist, {**(extra or {}), "data": job.data.identity()})
+    return PreparedRun(trainer, kept.get("test"), notes, left_out)
