@@ -11,14 +11,10 @@ import torch  # noqa: E402
 from transformer_lib import explorers  # noqa: E402
 from transformer_lib.decoding import beam_search, greedy_decode  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not explorers.DATES_CHECKPOINT.is_file(),
-                                reason="needs checkpoints/dates.pt")
-
-
 @pytest.fixture(scope="module")
 def dates():
-    from transformer_lib.training.checkpoint import load_model
-    return load_model(explorers.DATES_CHECKPOINT)
+    from transformer_lib.training.checkpoint import load_model, shipped_checkpoint
+    return load_model(shipped_checkpoint("dates"))
 
 
 def redraws(explorer, name, value):

@@ -22,7 +22,7 @@ Tensor = torch.Tensor
 
 
 @contextlib.contextmanager
-def _inference(model) -> Iterator[None]:
+def inference(model) -> Iterator[None]:
     """Eval mode (no dropout) and no autograd for the block; the mode is restored after."""
     was_training = model.training
     model.eval()
@@ -57,7 +57,7 @@ def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) ->
     _check_int(eos_id, "eos_id", 0, c.tgt_vocab_size)
 
 
-def _source(model, src: Tensor, src_mask: Optional[Tensor]):
+def source_memory(model, src: Tensor, src_mask: Optional[Tensor]):
     """Encode once: memory (B, S, D) and a source mask (B, 1, 1, S) for every step."""
     if src_mask is None:
         src_mask = padding_mask(src, model.config.pad_id)                    # (B, 1, 1, S)
@@ -66,7 +66,7 @@ def _source(model, src: Tensor, src_mask: Optional[Tensor]):
     return memory, src_mask.expand(src.shape[0], -1, -1, -1)                 # (B, ., ., S)
 
 
-def _next_log_probs(model, ys: Tensor, memory: Tensor, src_mask: Tensor, cache) -> Tensor:
+def next_log_probs(model, ys: Tensor, memory: Tensor, src_mask: Tensor, cache) -> Tensor:
     """log p(next token | prefix ys, source) for each row: (B, t) -> (B, V).
 
     With a cache only the newest token is fed; without one, the whole prefix is recomputed.
@@ -90,13 +90,13 @@ def greedy_decode(model, src: Tensor, max_len: int, bos_id: int = 1, eos_id: int
     """
     _check_inputs(model, src, max_len, bos_id, eos_id)
     pad = model.config.pad_id
-    with _inference(model):
-        memory, src_mask = _source(model, src, src_mask)                     # (B, S, D)
+    with inference(model):
+        memory, src_mask = source_memory(model, src, src_mask)               # (B, S, D)
         ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
         done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)  # (B,)
         cache = model.new_cache() if use_cache else None
         for _ in range(max_len):
-            log_probs = _next_log_probs(model, ys, memory, src_mask, cache)  # (B, V)
+            log_probs = next_log_probs(model, ys, memory, src_mask, cache)   # (B, V)
             token = log_probs.argmax(dim=-1).masked_fill(done, pad)          # (B,)
             ys = torch.cat((ys, token[:, None]), dim=1)                      # (B, t + 1)
             done |= token == eos_id
@@ -136,15 +136,15 @@ def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
             or length_penalty < 0:
         raise ValueError(f"length_penalty must be a float >= 0 (alpha), got {length_penalty!r}")
-    with _inference(model):
-        memory, src_mask = _source(model, src, src_mask)                     # (B, S, D)
+    with inference(model):
+        memory, src_mask = source_memory(model, src, src_mask)               # (B, S, D)
         beam = Beam(src.shape[0], beam_size, bos_id, eos_id, model.config.pad_id,
                     float(length_penalty), src.device)
         memory = memory.repeat_interleave(beam_size, dim=0)                  # (B*K, S, D)
         src_mask = src_mask.repeat_interleave(beam_size, dim=0)              # (B*K, ., ., S)
         cache = model.new_cache() if use_cache else None
         for step in range(max_len):
-            log_probs = _next_log_probs(model, beam.tokens, memory, src_mask, cache)
+            log_probs = next_log_probs(model, beam.tokens, memory, src_mask, cache)
             parents = beam.advance(log_probs, step + 1)                      # (B*K,) rows
             if cache is not None:
                 cache.reorder(parents)             # each hypothesis keeps its parent's past

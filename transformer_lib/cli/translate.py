@@ -12,38 +12,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
-from ..decoding import beam_search, greedy_decode
+from ..sentences import translate
 from .args import positive_int
-
-
-def translate_lines(model, src_tok, tgt_tok, lines: Sequence[str], beam: int = 1,
-                    max_len: Optional[int] = None, length_penalty: float = 0.6,
-                    batch_size: int = 64) -> List[str]:
-    """Translate each line (in order); ``beam=1`` is greedy. Lines longer than the model's
-    positional table are cut to it (``config.max_len`` tokens)."""
-    c = model.config
-    max_len = c.max_len if max_len is None else max_len
-    device = next(model.parameters()).device
-    ids = [src_tok.encode(line)[:c.max_len] for line in lines]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # similar lengths, less padding
-    out = [""] * len(ids)
-    todo = [i for i in order if ids[i]]                          # blank lines stay blank
-    for start in range(0, len(todo), batch_size):
-        rows = todo[start:start + batch_size]
-        S = max(len(ids[i]) for i in rows)
-        src = torch.full((len(rows), S), c.pad_id, dtype=torch.long)         # (B, S)
-        for r, i in enumerate(rows):
-            src[r, :len(ids[i])] = torch.tensor(ids[i])
-        kw = dict(bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
-        hyp = (greedy_decode(model, src.to(device), max_len, **kw) if beam == 1 else
-               beam_search(model, src.to(device), max_len, beam, length_penalty, **kw))
-        for r, i in enumerate(rows):
-            out[i] = tgt_tok.decode(hyp[r].tolist())
-    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,8 +51,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--max-len {args.max_len} exceeds the model's max_len "
                      f"({model.config.max_len})")
     lines = [line.rstrip("\r\n") for line in sys.stdin]
-    for line in translate_lines(model, src_tok, tgt_tok, lines, args.beam, args.max_len,
-                                args.length_penalty, args.batch_size):
+    for line in translate(model, src_tok, tgt_tok, lines, args.beam, args.length_penalty,
+                          args.max_len, args.batch_size):
         print(line)
     return 0
 

@@ -106,7 +106,12 @@ def _group(examples: List[Example], order: List[int], max_tokens: int) -> List[L
     return groups
 
 
-def _pad(rows: List[List[int]], pad_id: int) -> torch.Tensor:
+def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
+    """Rows of ids of different lengths -> one (B, longest) ``torch.long`` tensor, padded
+    at the right with ``pad_id``: the one padding function of the series."""
+    rows = [list(r) for r in rows]
+    if not rows:
+        raise ValueError("rows is empty: nothing to pad")
     width = max(len(r) for r in rows)
     return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
 
@@ -115,9 +120,9 @@ def make_batch(examples: Sequence[Example], indices: List[int], pad_id: int = PA
                bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> Batch:
     """Pad the chosen examples into one :class:`Batch`."""
     chosen = [examples[i] for i in indices]
-    src = _pad([list(s) for s, _ in chosen], pad_id)                          # (B, S)
-    tgt_in = _pad([[bos_id] + list(t) for _, t in chosen], pad_id)            # (B, T)
-    tgt_out = _pad([list(t) + [eos_id] for _, t in chosen], pad_id)           # (B, T)
+    src = pad_rows([list(s) for s, _ in chosen], pad_id)                          # (B, S)
+    tgt_in = pad_rows([[bos_id] + list(t) for _, t in chosen], pad_id)            # (B, T)
+    tgt_out = pad_rows([list(t) + [eos_id] for _, t in chosen], pad_id)           # (B, T)
     n_tokens = sum(len(t) + 1 for _, t in chosen)
     return Batch(src, tgt_in, tgt_out, n_tokens, list(indices))
 

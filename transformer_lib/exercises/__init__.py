@@ -41,14 +41,23 @@ class Feedback:
 
 
 def run_learner_code(feedback: Feedback, fn: Callable, *args, **kwargs):
-    """Call the learner's ``fn``; record an exception as feedback and return None."""
+    """Call the learner's ``fn``. Returns its result, or None after recording why there is
+    none as a failure: an exception, or a function that returned nothing (a forgotten
+    ``return``). So a caller's ``if got is None: return feedback`` always says "not yet"."""
+    if not callable(fn):
+        feedback.fail(f"pass your function itself, got a {type(fn).__name__}")
+        return None
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     except NotImplementedError:
         feedback.fail("not implemented yet: replace `raise NotImplementedError` with your code")
+        return None
     except Exception as exc:  # the learner's error is the feedback
         feedback.fail(f"your code raised {type(exc).__name__}: {exc}")
-    return None
+        return None
+    if result is None:
+        feedback.fail("your function returned None: did you forget a `return` statement?")
+    return result
 
 
 def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,

@@ -7,6 +7,7 @@ Each is one call in a notebook cell, after the static figure that teaches the sa
     explorers.positional_encoding()     # d_model, position, dimension: table, curves, similarity
     explorers.masks()                   # lengths and padding: padding, causal, combined masks
     explorers.attention()               # your own date: every layer, head and kind of attention
+    explorers.attention("bible-en-fr", text="...")   # your own English sentence
     explorers.decoding()                # "next token": greedy's and beam's candidates per step
 
 Every explorer is an :class:`Explorer`: ``controls`` (the widgets, by name), ``image`` (the
@@ -22,8 +23,8 @@ from .. import plotting
 from .base import Explorer, figure_png
 from .encoding import masks, positional_encoding
 from .stepping import StepDecoder, decoding, plot_decoding_step
-from .trained import DATES_CHECKPOINT, KINDS, attention, encode_source
+from .trained import KINDS, attention, encode_source, load_for_explorer
 
 __all__ = ["Explorer", "figure_png", "positional_encoding", "masks", "attention", "decoding",
-           "encode_source", "StepDecoder", "plot_decoding_step", "DATES_CHECKPOINT", "KINDS",
+           "encode_source", "StepDecoder", "plot_decoding_step", "load_for_explorer", "KINDS",
            "plotting"]

@@ -7,9 +7,9 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
-from ..decoding import Beam, _inference, _next_log_probs, _source, gnmt_length_penalty
+from ..decoding import Beam, gnmt_length_penalty, inference, next_log_probs, source_memory
 from .base import Explorer, _slider
-from .trained import _load, encode_source
+from .trained import encode_source, load_for_explorer
 
 
 def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
@@ -21,7 +21,7 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
     The steps are those of :func:`~transformer_lib.decoding.greedy_decode` and
     :func:`~transformer_lib.decoding.beam_search` (the library's ``Beam``), without a cache.
     """
-    model, src_tok, tgt_tok = _load(model)
+    model, src_tok, tgt_tok = load_for_explorer(model)
     controls = {"text": widgets.Text(value=text, description="your input",
                                      continuous_update=False,
                                      style={"description_width": "initial"}),
@@ -65,8 +65,8 @@ class StepDecoder:
     def __init__(self, model, src: torch.Tensor, beam_size: int, alpha: float,
                  bos_id: int, eos_id: int, top: int = 5):
         self.model, self.eos, self.top, self.steps = model, eos_id, top, 0
-        with _inference(model):
-            self.memory, self.src_mask = _source(model, src, None)           # (1, S, D)
+        with inference(model):
+            self.memory, self.src_mask = source_memory(model, src, None)     # (1, S, D)
         self.greedy = torch.full((1, 1), bos_id)                             # (1, t)
         self.candidates = None                     # greedy's last (log-probs, ids), top first
         self.beam = Beam(1, beam_size, bos_id, eos_id, model.config.pad_id, alpha, src.device)
@@ -84,14 +84,14 @@ class StepDecoder:
         if self.done:
             return
         K = self.beam.K
-        with _inference(self.model):
+        with inference(self.model):
             if not self.greedy_done:
-                log_probs = _next_log_probs(self.model, self.greedy, self.memory,
+                log_probs = next_log_probs(self.model, self.greedy, self.memory,
                                             self.src_mask, None)[0]          # (V,)
                 self.candidates = log_probs.topk(self.top)
                 self.greedy = torch.cat((self.greedy, self.candidates.indices[:1][None]), 1)
             if not bool(self.beam.finished.all()):
-                log_probs = _next_log_probs(self.model, self.beam.tokens,
+                log_probs = next_log_probs(self.model, self.beam.tokens,
                                             self.memory.expand(K, -1, -1),
                                             self.src_mask.expand(K, -1, -1, -1), None)
                 self.beam.advance(log_probs, self.steps + 1)                 # (K, V) in

@@ -1,4 +1,4 @@
-"""The trained date model's attention on the learner's own input (notebook 07)."""
+"""A trained model's attention on the learner's own input (notebooks 07 and 08)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,24 +7,24 @@ import ipywidgets as widgets
 import torch
 
 from .. import plotting
-from ..decoding import _inference, greedy_decode
+from ..decoding import greedy_decode, inference
+from ..training.checkpoint import shipped_checkpoint
 from .base import Explorer
 
-DATES_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "dates.pt"
 KINDS = {"encoder self-attention": "encoder", "decoder self-attention": "decoder_self",
          "cross-attention": "decoder_cross"}
 
 
 
-# ----------------------------------------------------------------------------------------
-# The trained date model (notebook 07)
-
-def _load(model):
-    """(model, src_tokenizer, tgt_tokenizer) from a checkpoint path or such a tuple."""
+def load_for_explorer(model):
+    """(model, src_tokenizer, tgt_tokenizer) from such a tuple, a checkpoint path, the name
+    of a shipped checkpoint (``"dates"``, ``"bible-en-fr"``) or None (``"dates"``)."""
     if isinstance(model, tuple) and len(model) == 3:
         return model
-    from ..training.checkpoint import load_model
-    path = Path(DATES_CHECKPOINT if model is None else model)
+    from ..training.checkpoint import SHIPPED, load_model
+    if model is None or model in SHIPPED:
+        return load_model(shipped_checkpoint(model or "dates"))
+    path = Path(model)
     if not path.is_file():
         raise FileNotFoundError(f"model must be a checkpoint file or (model, src_tokenizer, "
                                 f"tgt_tokenizer); no file at {path}")
@@ -34,12 +34,12 @@ def _load(model):
 def encode_source(text: str, tokenizer, max_len: int) -> torch.Tensor:
     """One source text as (1, S) ids; ValueError with a learner-readable reason otherwise."""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("type a date in the text box (it is empty)")
+        raise ValueError("type a sentence in the text box (it is empty)")
     unknown = sorted({ch for ch in text if tokenizer.unk_id in tokenizer.encode(ch)})
     if unknown:
         raise ValueError(f"the model's vocabulary has no {', '.join(map(repr, unknown))}: it "
-                         "only knows the characters of its training dates (English, French, "
-                         "German and Spanish); it would read them as <unk>")
+                         "only knows the characters of its training texts; it would read "
+                         "them as <unk>")
     ids = tokenizer.encode(text)
     if len(ids) > max_len:
         raise ValueError(f"the text has {len(ids)} tokens; the model reads at most {max_len}")
@@ -55,10 +55,11 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
     """A text box for your own input, its greedy translation, and one attention heatmap of
     the trained model, picked by kind (encoder self, decoder self, cross), layer and head.
 
-    ``model``: a checkpoint path (default ``checkpoints/dates.pt``) or the
-    ``(model, src_tokenizer, tgt_tokenizer)`` of ``training.checkpoint.load_model``.
+    ``model``: a checkpoint path, a shipped checkpoint's name (``"dates"``, the default, or
+    ``"bible-en-fr"``) or the ``(model, src_tokenizer, tgt_tokenizer)`` of
+    ``training.checkpoint.load_model``.
     """
-    model, src_tok, tgt_tok = _load(model)
+    model, src_tok, tgt_tok = load_for_explorer(model)
     c = model.config
     dropdown = dict(style={"description_width": "initial"})
     controls = {"text": widgets.Text(value=text, description="your input",
@@ -77,7 +78,7 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
             out = greedy_decode(model, src, c.max_len, tgt_tok.bos_id, tgt_tok.eos_id)
             bos = torch.full((1, 1), tgt_tok.bos_id)
             y_in = torch.cat((bos, out[:, :-1]), dim=1)                      # (1, T)
-            with _inference(model):
+            with inference(model):
                 _, weights = model(src, y_in, need_weights=True)
             ins = [_label(tgt_tok, i) for i in y_in[0].tolist()]
             rows = [f"{a}→{_label(tgt_tok, b)}" for a, b in zip(ins, out[0].tolist())]
@@ -91,7 +92,7 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
         queries, keys = {"encoder": (source, source), "decoder_self": (rows, ins),
                          "decoder_cross": (rows, source)}[kind]
         w = weights[kind][layer][0, head:head + 1]                           # (1, T_q, T_k)
-        cell = min(0.3, 7 / max(len(queries), len(keys)))
+        cell = min(0.3, 9 / max(len(queries), len(keys)))
         fig = plotting.attention_heads(w, queries, keys, cell=cell)
         ax = fig.axes[0]
         ax.set_title(f"{next(k for k, v in KINDS.items() if v == kind)}, layer {layer}, "

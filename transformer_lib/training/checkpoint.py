@@ -157,3 +157,27 @@ def load_model(path, device="cpu") -> Tuple[Transformer, Any, Any]:
     model.load_state_dict(ckpt["model"])
     model.to(device).eval()
     return model, tokenizer_from_dict(ckpt["src_tokenizer"]), tokenizer_from_dict(ckpt["tgt_tokenizer"])
+
+
+SHIPPED = {"dates": "dates.pt", "bible-en-fr": "bible-en-fr.pt"}
+CHECKPOINTS_ENV = "TRANSFORMER_CHECKPOINTS"
+
+
+def shipped_checkpoint(name: str) -> Path:
+    """The path of a checkpoint shipped with the series (``"dates"``, ``"bible-en-fr"``).
+
+    Looked for in the folder named by the environment variable ``TRANSFORMER_CHECKPOINTS``,
+    then in the ``checkpoints/`` folder of the series next to the package (an editable
+    install, ``pip install -e .``), then in ``./checkpoints`` and ``../checkpoints`` (a
+    notebook's folder). Raises ``FileNotFoundError`` saying where to put the file."""
+    if name not in SHIPPED:
+        raise ValueError(f"name must be one of {sorted(SHIPPED)}, got {name!r}")
+    folders = [Path(os.environ[CHECKPOINTS_ENV])] if os.environ.get(CHECKPOINTS_ENV) else []
+    folders += [Path(__file__).resolve().parents[2] / "checkpoints",
+                Path.cwd() / "checkpoints", Path.cwd().parent / "checkpoints"]
+    for folder in folders:
+        if (folder / SHIPPED[name]).is_file():
+            return folder / SHIPPED[name]
+    raise FileNotFoundError(f"{SHIPPED[name]} not found: put the series' checkpoints/ folder "
+                            f"next to your notebooks, or set {CHECKPOINTS_ENV} to the folder "
+                            "that holds it")

@@ -1,10 +1,11 @@
 """Translation quality on decoded strings: exact match and BLEU (sacrebleu)."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
 import sacrebleu
-import torch
+
+from ..sentences import translate
 
 
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
@@ -26,32 +27,15 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "
     return sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score
 
 
-@torch.no_grad()
-def translate(model, sources: Sequence[str], src_tok, tgt_tok, max_len: int,
-              batch_size: int = 256, device="cpu") -> List[str]:
-    """Greedy-decode each source string into a target string (in input order)."""
-    from ..decoding import greedy_decode
-
-    out: List[str] = []
-    for i in range(0, len(sources), batch_size):
-        ids = [src_tok.encode(s) for s in sources[i:i + batch_size]]   # as encode_pairs
-        S = max(len(x) for x in ids)
-        src = torch.full((len(ids), S), src_tok.pad_id, dtype=torch.long)    # (B, S)
-        for row, x in enumerate(ids):
-            src[row, :len(x)] = torch.tensor(x)
-        hyp = greedy_decode(model, src.to(device), max_len, bos_id=tgt_tok.bos_id,
-                            eos_id=tgt_tok.eos_id)                           # (B, <=max_len)
-        out += [tgt_tok.decode(row.tolist()) for row in hyp.cpu()]
-    return out
-
-
 def evaluate_translation(model, pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
                          max_len: int, bleu_tokenize: str = "13a", device="cpu"
                          ) -> Dict[str, object]:
-    """Exact match and BLEU of greedy translations of ``pairs`` [(source, reference)]."""
+    """Exact match and BLEU of greedy translations of ``pairs`` [(source, reference)].
+    ``device`` is accepted for older callers; the model's own device is used."""
     was_training = model.training
     model.eval()
-    hyps = translate(model, [s for s, _ in pairs], src_tok, tgt_tok, max_len, device=device)
+    hyps = translate(model, src_tok, tgt_tok, [s for s, _ in pairs], max_len=max_len,
+                     batch_size=256)
     model.train(was_training)
     refs = [t for _, t in pairs]
     return {"exact_match": exact_match(hyps, refs), "bleu": bleu(hyps, refs, bleu_tokenize),
