@@ -2,7 +2,7 @@
 prerequisites and honest times; exercises posed in prose, then a stub, a check and a hidden
 worked solution, with no checker run before its exercise is posed; figures that fit a
 notebook column; every numbered pitfall referred to is defined where it is read; no engineering aside in the teaching
-path (the appendix, 08, holds those)."""
+path (the appendix, 09, holds those)."""
 import re
 
 import pytest
@@ -15,8 +15,9 @@ EXERCISES = {"06_training.ipynb": 2}          # the others pose three checked ex
 CHECK = re.compile(r"\bcheck_\w+\(")
 
 
-def test_the_series_is_seven_notebooks_and_an_appendix():
-    assert len(TEACHING) == 7 and SERIES[-1] == "08_appendix_performance.ipynb"
+def test_the_series_is_eight_notebooks_and_an_appendix():
+    assert len(TEACHING) == 8 and SERIES[-1] == "09_appendix_performance.ipynb"
+    assert SERIES[7] == "08_translation.ipynb"
 
 
 @pytest.mark.parametrize("name", SERIES)

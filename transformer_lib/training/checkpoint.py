@@ -18,7 +18,7 @@ import pickle
 import random
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -145,6 +145,36 @@ def config_to_dict(config: TransformerConfig) -> Dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+INFERENCE_KEYS = ("config", "model", "src_tokenizer", "tgt_tokenizer")
+
+
+def export_for_inference(path, out, dtype: torch.dtype = torch.float16,
+                         extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Write the part of a training checkpoint that translates: config, weights (stored in
+    ``dtype``; :func:`load_model` computes in float32) and tokenizers, plus the step, the
+    training history and the run's ``extra`` record (its command, data and scores) updated
+    with ``extra``. No optimizer state, random states or weight sums: a file a fraction of
+    the size that cannot be resumed. Returns what was written."""
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise ValueError(f"dtype must be torch.float32, float16 or bfloat16, got {dtype}")
+    ckpt = load_checkpoint(path)
+    missing = [k for k in INFERENCE_KEYS if k not in ckpt]
+    if missing:
+        raise CheckpointError(f"{path} is not a model checkpoint: no {', '.join(missing)}")
+    state = {k: ckpt[k] for k in INFERENCE_KEYS}
+    converted: Dict[int, torch.Tensor] = {}        # tied weights stay one tensor
+    state["model"] = {}
+    for k, v in ckpt["model"].items():
+        if v.is_floating_point():
+            v = converted.setdefault(v.data_ptr(), v.to(dtype))
+        state["model"][k] = v
+    state.update(step=ckpt.get("step"), history=ckpt.get("history", {}),
+                 settings=ckpt.get("settings", {}),
+                 extra={**ckpt.get("extra", {}), **(extra or {}), "weights_dtype": str(dtype)})
+    save_checkpoint(out, state)
+    return state
+
+
 def load_model(path, device="cpu") -> Tuple[Transformer, Any, Any]:
     """Rebuild ``(model, src_tokenizer, tgt_tokenizer)`` from a checkpoint, model in eval mode."""
     from ..data.tokenizers import tokenizer_from_dict
@@ -154,7 +184,7 @@ def load_model(path, device="cpu") -> Tuple[Transformer, Any, Any]:
         if key not in ckpt:
             raise ValueError(f"{path} is not a model checkpoint: no {key!r} entry")
     model = Transformer(TransformerConfig(**ckpt["config"]))
-    model.load_state_dict(ckpt["model"])
+    model.load_state_dict(ckpt["model"])          # float16/bfloat16 weights become float32
     model.to(device).eval()
     return model, tokenizer_from_dict(ckpt["src_tokenizer"]), tokenizer_from_dict(ckpt["tgt_tokenizer"])
 

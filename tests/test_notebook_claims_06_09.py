@@ -1,4 +1,4 @@
-"""The numbers that the prose of notebooks 06, 07 and 08 states, computed from the library,
+"""The numbers that the prose of notebooks 06, 07 and 09 (the appendix) states, computed from the library,
 and the shape of those notebooks: opening cell, exercises, figure widths, stored outputs.
 
 When the library changes, these fail before the prose silently goes wrong."""
@@ -22,7 +22,7 @@ from notebook_cells import cells, output_text, source
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-NAMES = ["06_training.ipynb", "07_inference.ipynb", "08_appendix_performance.ipynb"]
+NAMES = ["06_training.ipynb", "07_inference.ipynb", "09_appendix_performance.ipynb"]
 
 
 @pytest.fixture(scope="module")
@@ -167,4 +167,4 @@ def test_teaching_path_has_no_compiled_kernel_or_ci_asides():
         for cell in cells(name):
             text = source(cell)
             for aside in ("compiled kernel", "nbval", "--no-compiled-kernels", "_Beam"):
-                assert aside not in text, f"{name}: '{aside}' belongs in notebook 08"
+                assert aside not in text, f"{name}: '{aside}' belongs in notebook 09"
