@@ -21,6 +21,7 @@ SCRIPTS = {
     "scaling.py": ["Step time against length", "Step time against batch"],
     "profile_step.py": ["Training step profile", "matmul", "optimizer (Adam)"],
     "padding.py": ["packed speed-up", "length-sorted (token_batches)"],
+    "score_translation.py": ["| copy the source |", "| greedy |", "| beam 4, alpha 0.6 |"],
 }
 if shutil.which("c++"):                 # the compiled kernels row, where they can be built
     SCRIPTS["train_throughput.py"].append("+ compiled kernels")

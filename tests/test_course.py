@@ -24,12 +24,12 @@ import build_course  # noqa: E402
 import mark_slides  # noqa: E402
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                   if "appendix" not in p.stem)              # the kit teaches 01-07
+                   if "appendix" not in p.stem)              # the kit teaches 01-08
 # Notebooks too long to run a second time in CI (06 trains for a minute, 07 decodes 1000
-# test dates several ways): nbval already runs their cells top to bottom, so the test checks
+# test dates several ways, 08 trains for two minutes and decodes 1000 verses): nbval already runs their cells top to bottom, so the test checks
 # that the student copy has exactly those cells, less the solutions, and runs its set-up
 # cells and its exercise cells.
-LONG = {"06_training", "07_inference"}
+LONG = {"06_training", "07_inference", "08_translation"}
 CELL_TIMEOUT = 300
 # a 90-minute session is about an hour of talk and half an hour of exercises: a slide a
 # minute at most, and not so few that a deck skips what the notebook teaches

@@ -68,7 +68,7 @@ def figure_png(fig: plt.Figure) -> bytes:
     return buffer.getvalue()
 
 
-def _slider(value, low, high, description, step=1):
+def slider(value, low, high, description, step=1):
     return widgets.IntSlider(value=value, min=low, max=high, step=step, description=description,
                              continuous_update=False, style={"description_width": "initial"})
 

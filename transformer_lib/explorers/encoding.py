@@ -9,7 +9,7 @@ import torch
 from .. import plotting
 from ..masks import causal_mask, combine, padding_mask
 from ..positional import sinusoidal_table
-from .base import Explorer, _slider
+from .base import Explorer, slider
 
 
 # ----------------------------------------------------------------------------------------
@@ -20,9 +20,9 @@ def positional_encoding(d_model: int = 64, position: int = 20, dimension: int = 
     """Sliders for d_model, a position and a dimension: the table's heatmap, the chosen
     dimension's (sin, cos) pair against position, and the chosen position's similarity to
     every other against their distance, all redrawn together."""
-    controls = {"d_model": _slider(d_model, 8, 512, "d_model", step=8),
-                "position": _slider(position, 0, max_len - 1, "position"),
-                "dimension": _slider(dimension, 0, d_model - 1, "dimension")}
+    controls = {"d_model": slider(d_model, 8, 512, "d_model", step=8),
+                "position": slider(position, 0, max_len - 1, "position"),
+                "dimension": slider(dimension, 0, d_model - 1, "dimension")}
 
     def draw(d_model, position, dimension):
         controls["dimension"].max = d_model - 1                     # may lower the dimension
@@ -55,10 +55,10 @@ def masks(src_len: int = 6, tgt_len: int = 5, src_pad: int = 2, tgt_pad: int = 1
     """Sliders for the source and target lengths and how many of their positions are
     padding: the source padding mask, the causal mask, the two combined (decoder
     self-attention) and the cross-attention mask, queries down, keys across."""
-    controls = {"src_len": _slider(src_len, 1, longest, "source length"),
-                "src_pad": _slider(src_pad, 0, src_len - 1, "source padding"),
-                "tgt_len": _slider(tgt_len, 1, longest, "target length"),
-                "tgt_pad": _slider(tgt_pad, 0, tgt_len - 1, "target padding")}
+    controls = {"src_len": slider(src_len, 1, longest, "source length"),
+                "src_pad": slider(src_pad, 0, src_len - 1, "source padding"),
+                "tgt_len": slider(tgt_len, 1, longest, "target length"),
+                "tgt_pad": slider(tgt_pad, 0, tgt_len - 1, "target padding")}
 
     def draw(src_len, src_pad, tgt_len, tgt_pad):
         controls["src_pad"].max, controls["tgt_pad"].max = src_len - 1, tgt_len - 1

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from ..decoding import Beam, gnmt_length_penalty, inference, next_log_probs, source_memory
-from .base import Explorer, _slider
+from .base import Explorer, slider
 from .trained import encode_source, load_for_explorer
 
 
@@ -25,7 +25,7 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
     controls = {"text": widgets.Text(value=text, description="your input",
                                      continuous_update=False,
                                      style={"description_width": "initial"}),
-                "beam_size": _slider(beam_size, 1, 8, "beam size K")}
+                "beam_size": slider(beam_size, 1, 8, "beam size K")}
     step, restart = widgets.Button(description="next token"), widgets.Button(description="restart")
     state = {}
 

@@ -97,7 +97,7 @@ class _ReluDropout(torch.autograd.Function):
         return torch.ops.aten.threshold_backward(grad, y, 0.0).mul_(ctx.scale), None
 
 
-def _compiled_arguments(p: float) -> tuple:
+def compiled_arguments(p: float) -> tuple:
     """(threshold, scale, key) of one compiled-kernel call; the key is drawn as
     :func:`keep_mask` draws it, so both paths make the same mask after the same seed."""
     return round(p * RESOLUTION), 1.0 / (1.0 - p), draw_key()
@@ -108,7 +108,7 @@ class _CompiledDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, p: float) -> torch.Tensor:
-        ctx.arguments = _compiled_arguments(p)
+        ctx.arguments = compiled_arguments(p)
         return cpu_kernels.load().dropout(x, *ctx.arguments)
 
     @staticmethod
@@ -121,7 +121,7 @@ class _CompiledReluDropout(_ReluDropout):
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, p: float) -> torch.Tensor:
-        threshold, scale, key = _compiled_arguments(p)
+        threshold, scale, key = compiled_arguments(p)
         y = cpu_kernels.load().relu_dropout(h, threshold, scale, key)
         ctx.save_for_backward(y)
         ctx.scale = scale

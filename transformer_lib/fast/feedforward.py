@@ -7,7 +7,7 @@ from torch.autograd.function import once_differentiable
 
 from ..feedforward import PositionwiseFeedForward
 from . import kernels as cpu_kernels
-from .dropout import _compiled_arguments, cheap_mask_applies, relu_dropout
+from .dropout import compiled_arguments, cheap_mask_applies, relu_dropout
 
 
 class _CompiledFeedForward(torch.autograd.Function):
@@ -23,7 +23,7 @@ class _CompiledFeedForward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_1, b_1, w_2, b_2, p):
         x2 = x.reshape(-1, x.shape[-1])                                      # (B*L, D)
-        threshold, scale, key = _compiled_arguments(p)
+        threshold, scale, key = compiled_arguments(p)
         hidden = cpu_kernels.load().bias_relu_dropout_(                       # (B*L, d_ff)
             x2 @ w_1.t(), b_1, threshold, scale, key)        # Dropout(ReLU(x W_1^T + b_1))
         out = torch.addmm(b_2, hidden, w_2.t())                              # (B*L, D)
