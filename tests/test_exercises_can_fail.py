@@ -6,6 +6,7 @@ import inspect
 import pkgutil
 
 import pytest
+import torch
 
 import transformer_lib.exercises as exercises
 
@@ -44,3 +45,21 @@ def test_checker_says_not_yet_with_the_reason(checker, learner, reason):
     feedback = checker(*[learner] * n_args)
     assert not feedback.passed and "not yet" in str(feedback)
     assert reason in str(feedback)
+
+
+WRONG_ANSWERS = {"a string": lambda *a, **k: "text",
+                 "a one-element tensor": lambda *a, **k: torch.zeros(1),
+                 "an int64 tensor of another shape":
+                     lambda *a, **k: torch.zeros(2, 3, dtype=torch.long),
+                 "a tuple": lambda *a, **k: (torch.zeros(1), torch.zeros(1)),
+                 "a float": lambda *a, **k: 1.5}
+
+
+@pytest.mark.parametrize("checker", CHECKERS)
+@pytest.mark.parametrize("answer", sorted(WRONG_ANSWERS))
+def test_checker_says_not_yet_to_a_wrong_type_or_shape_without_raising(checker, answer):
+    n_args = sum(p.default is inspect.Parameter.empty
+                 for p in inspect.signature(checker).parameters.values())
+    feedback = checker(*[WRONG_ANSWERS[answer]] * n_args)       # must not raise
+    assert not feedback.passed and "not yet" in str(feedback)
+    assert len(str(feedback).splitlines()) >= 2                  # with a reason

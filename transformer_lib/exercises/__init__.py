@@ -60,6 +60,26 @@ def run_learner_code(feedback: Feedback, fn: Callable, *args, **kwargs):
     return result
 
 
+def built_a_module(feedback: Feedback, obj) -> bool:
+    """Whether the learner's class built an ``nn.Module``; records why not."""
+    from torch import nn
+    if isinstance(obj, nn.Module):
+        return True
+    feedback.fail(f"your class should build an nn.Module (subclass nn.Module and call "
+                  f"super().__init__() first), got a {type(obj).__name__}")
+    return False
+
+
+def as_number(feedback: Feedback, got, what: str) -> Optional[float]:
+    """``got`` as a float (a Python number or a one-element tensor), else None with why."""
+    if isinstance(got, bool) or not isinstance(got, (int, float, torch.Tensor)) or (
+            isinstance(got, torch.Tensor) and got.numel() != 1):
+        shape = f" of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else ""
+        feedback.fail(f"{what} should be a number, got a {type(got).__name__}{shape}")
+        return None
+    return float(got)
+
+
 def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,
                  atol: float = 1e-5, rtol: float = 1e-4) -> bool:
     """Compare type, shape, dtype class and values; record what differs first."""

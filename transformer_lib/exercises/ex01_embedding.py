@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import Feedback, check_tensor, keeps_rng, run_learner_code
+from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
 
 #: The tiny vocabulary the checkers use (the notebook builds the same kind of table).
 VOCAB = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "the": 4, "cat": 5, "sat": 6, "on": 7,
@@ -133,6 +133,8 @@ def check_scaled_embedding(module_cls) -> Feedback:
     module = run_learner_code(fb, module_cls, V, d, pad)
     if module is None:
         return _attribute_hint(fb)
+    if not built_a_module(fb, module):
+        return fb
     emb = _find_embedding(module)
     if emb is None:
         fb.fail("no nn.Embedding found inside your module")

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from ..positional import sinusoidal_table
-from . import Feedback, check_tensor, run_learner_code
+from . import Feedback, built_a_module, check_tensor, run_learner_code
 
 
 def _angles(max_len: int, d_model: int, exponent_step: int = 2, invert: bool = False):
@@ -97,7 +97,7 @@ def check_positional_module(module_cls) -> Feedback:
     fb = Feedback("Exercise 2 (PositionalEncoding module)")
     d_model, max_len = 16, 40
     module = run_learner_code(fb, module_cls, d_model, max_len, 0.5)
-    if module is None:
+    if module is None or not built_a_module(fb, module):
         return fb
     if not _check_storage(fb, module, max_len, d_model):
         return fb
