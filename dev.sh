@@ -3,7 +3,8 @@
 # creates .venv and installs transformer_lib with its pinned dependencies.
 #
 #   bash dev.sh lab            open the notebook series in JupyterLab (with RISE slides)
-#   bash dev.sh test [ARGS]    run every test: unit tests and nbval on every notebook
+#   bash dev.sh test [ARGS]    run every test: the ruff lint gate, unit tests and nbval on
+#                              every notebook (with ARGS: only pytest, with those arguments)
 #   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
 #                              (from the stored outputs; open build/site/index.html)
 #   bash dev.sh course [ARGS]  build the instructor kit into build/course/
@@ -43,6 +44,9 @@ case "${1:-}" in
         # cores. OpenMP's default spin-waiting then makes every parallel region wait for a
         # descheduled thread (a 64 x 256 linear layer ~15x slower); sleeping waiters do not.
         export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+        if [ $# -eq 0 ]; then                 # the whole suite: the lint gate first
+            "$VENV/bin/ruff" check . || { echo "ruff found the problems above (ruff check --fix . mends some)" >&2; exit 1; }
+        fi
         exec "$VENV/bin/python" -m pytest "$@" ;;
     site)
         shift

@@ -53,7 +53,7 @@ def test_notebook_progress_prints_one_clean_line_per_validation(handles, capsys)
     tiny_trainer(progress="notebook", eval_every=2).fit()
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert len(lines) == 3 and all(l.startswith(f"step {s}: val loss") for l, s in
+    assert len(lines) == 3 and all(line.startswith(f"step {s}: val loss") for line, s in
                                    zip(lines, (2, 4, 6)))
     assert "\r" not in out and err == ""                     # no bar fragments anywhere
     assert len(handles) == 1                                 # one status line, updated

@@ -32,7 +32,6 @@ import torch
 
 from .. import fast
 from ..config import TransformerConfig
-from ..model import Transformer
 from ..training.checkpoint import CheckpointError, load_checkpoint
 from ..training.distributed import cleanup, init_distributed
 from ..training.metrics import evaluate_translation
