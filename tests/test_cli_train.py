@@ -195,3 +195,23 @@ def test_resume_command_adds_resume_and_drops_force():
     assert cmd == "python -m transformer_lib.train --task dates --out 'runs/a b' --resume"
     assert stopping.resume_command(["--resume", "--steps", "9"]).endswith("--resume --steps 9")
     assert stopping.exit_code(2) == 130 and stopping.exit_code(15) == 143
+
+
+def test_time_budget_stops_cleanly_scores_the_test_set_and_resumes(tmp_path, capsys):
+    out = tmp_path / "r"
+    args = [*DATES, "--steps", "50", "--out", str(out)]
+    assert train_cli.main([*args, "--time-budget", "0.000001"]) == 0
+    printed = capsys.readouterr().out
+    ckpt = load_checkpoint(out / "checkpoint.pt")
+    assert ckpt["step"] == 1
+    assert "time budget of 1e-06 min spent: stopped after step 1 of 50" in printed
+    assert "--resume" in printed and "test: exact match" in printed
+    assert train_cli.main([*args, "--steps", "3", "--resume"]) == 0
+    assert load_checkpoint(out / "checkpoint.pt")["step"] == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "nan", "soon"])
+def test_time_budget_must_be_a_positive_number(tmp_path, capsys, value):
+    with pytest.raises(SystemExit):
+        train_cli.main([*DATES, "--time-budget", value, "--out", str(tmp_path / "r")])
+    assert "--time-budget" in capsys.readouterr().err

@@ -233,3 +233,12 @@ def test_resume_removes_leftovers_of_a_killed_save(tmp_path):
     trainer = make_trainer(tmp_path, steps=4)
     trainer.resume()
     assert trainer.step == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
+
+
+def test_time_budget_stops_after_the_current_step_with_a_checkpoint(tmp_path):
+    trainer = make_trainer(tmp_path, steps=20, time_budget=1e-9)
+    trainer.fit()
+    assert trainer.step == 1 and trainer.budget_spent and trainer.stopped_early
+    assert trainer.saved_step == 1
+    with pytest.raises(ValueError, match="time_budget"):
+        TrainSettings(time_budget=0)

@@ -39,7 +39,7 @@ from ..data.tokenizers import tokenizer_from_dict
 from ..training.job import DataSpec, JobError, ModelSpec, TrainJob
 from ..training.job import prepare as prepare_job
 from ..training.trainer import Trainer, TrainSettings, pick_device
-from .stopping import (GracefulStop, failed_save, signals_interrupt, stopped,
+from .stopping import (GracefulStop, failed_save, resume_command, signals_interrupt, stopped,
                        stopped_at_once)
 from .train_args import train_parser
 from .train_checks import MODEL_FLAGS, UsageError, check_args, check_resume, flag
@@ -223,6 +223,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     signum = getattr(trainer, "stop_signal", None)
     if signum is not None:
         return stopped(argv, ckpt_path, trainer, signum)
+    if trainer.budget_spent:
+        print(f"time budget of {args.time_budget:g} min spent: stopped after step "
+              f"{trainer.step} of {args.steps}. To go on: {resume_command(argv)}")
     print(f"checkpoint: {ckpt_path} (step {trainer.step})")
     return 0
 

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from ..training.job import PRESETS
-from .args import non_negative_int, positive_int
+from .args import non_negative_int, positive_float, positive_int
 
 
 def train_parser(description: str) -> argparse.ArgumentParser:
@@ -53,6 +53,10 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                        help="final model = mean of the last K snapshots (paper: 5, §6.1)")
     train.add_argument("--average-every", type=positive_int, default=100,
                        help="steps between those snapshots")
+    train.add_argument("--time-budget", type=positive_float, metavar="MINUTES",
+                       help="stop cleanly after this many minutes of training (validation "
+                            "included), with a checkpoint and the test set scored, as a lab "
+                            "session needs; --resume continues it")
     train.add_argument("--out", type=Path, required=True, help="output folder")
     train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
     train.add_argument("--resume", action="store_true",

@@ -17,7 +17,7 @@ from ..training.trainer import pick_device
 # Flags a resumed run may change: they do not alter the steps already taken, nor those to
 # come (validation and checkpoints only read the model; averaging has its own check).
 MAY_CHANGE = ("steps", "eval_every", "eval_limit", "save_every", "average_last",
-              "average_every")
+              "average_every", "time_budget")
 # TrainSettings fields that are not flags of their own, or only change how it looks.
 NOT_COMPARED = ("checkpoint", "decode_max_len", "bleu_tokenize", "progress", "verbose")
 DATA_FLAGS = ("task", "corpus", "train_file", "n_train")      # what a resumed run trains on

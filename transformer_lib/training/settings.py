@@ -22,7 +22,9 @@ class TrainSettings:
     longest translation decoded in validation; None: the longest training target + 10,
     within the model's positions. ``progress``: True (a
     terminal bar), ``"notebook"`` (one status line updated in place, validation results
-    as plain lines) or False (:mod:`.progress`).
+    as plain lines) or False (:mod:`.progress`). ``time_budget``: minutes of training
+    (validation included) after which :meth:`Trainer.fit` stops cleanly after the current
+    step, with a checkpoint, as after a stop request; None: no limit.
     """
 
     steps: int = 1000
@@ -42,6 +44,7 @@ class TrainSettings:
     verbose: bool = True
     average_last: int = 0
     average_every: int = 100
+    time_budget: Optional[float] = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "max_tokens", "warmup", "average_every"):
@@ -50,6 +53,11 @@ class TrainSettings:
         for name in ("eval_every", "save_every", "average_last"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
+        budget = self.time_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not budget > 0):
+            raise ValueError(f"time_budget must be None or a positive number of minutes, got "
+                             f"{budget!r}")
         check_style(self.progress)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -72,6 +73,7 @@ class Trainer:
         self.averaged_steps: List[int] = []                     # ... and their steps
         self.stop_signal: Optional[int] = None    # set by request_stop (e.g. on Ctrl-C)
         self.stopped_early = False                # fit returned before settings.steps
+        self.budget_spent = False                 # ... because settings.time_budget ran out
         self.saved_step: Optional[int] = None     # step of the last checkpoint written
 
     # batches ---------------------------------------------------------------------------
@@ -198,7 +200,8 @@ class Trainer:
         (step, loss, lr, val_*). Each due checkpoint is written before validation, so a
         failing validation cannot lose the steps before it."""
         s, main = self.settings, self.dist.is_main
-        self.stopped_early = False
+        self.stopped_early = self.budget_spent = False
+        deadline = None if s.time_budget is None else time.perf_counter() + 60 * s.time_budget
         bar = make_progress(s.progress, s.steps, self.step, show=main)
         while self.step < s.steps:
             lr = self.optimizer.param_groups[0]["lr"]
@@ -219,6 +222,8 @@ class Trainer:
                 self._validate_and_log(bar)
                 if due:
                     self.save()                                 # now with its scores
+            if deadline is not None and time.perf_counter() >= deadline:
+                self.budget_spent = True
             if not last and self._stop_requested():
                 if not due:
                     self.save()
@@ -229,12 +234,13 @@ class Trainer:
 
     def _stop_requested(self) -> bool:
         """Whether any process was asked to stop (all processes stop at the same step)."""
-        flag = 1 if self.stop_signal else 0
+        flag = 1 if self.stop_signal or self.budget_spent else 0
         if self.dist.enabled:
             import torch.distributed as dist
             t = torch.tensor([flag], device=self.device)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             flag = int(t.item())
+        self.budget_spent = self.budget_spent or (bool(flag) and not self.stop_signal)
         return bool(flag)
 
     # weight averaging (§6.1) ---------------------------------------------------------------
