@@ -135,7 +135,10 @@ def check_gnmt_score(fn: Callable) -> Feedback:
             lambda lp, n, a: lp / (5 + n) ** a,
     }
     for case in cases:
-        got = as_number(fb, run_learner_code(fb, fn, *case), f"score{case}")
+        got = run_learner_code(fb, fn, *case)
+        if got is None:
+            return fb
+        got = as_number(fb, got, f"score{case}")
         if got is None:
             return fb
         expected = case[0] / float(gnmt_length_penalty(torch.tensor(case[1]), case[2]))
