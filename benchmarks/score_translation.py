@@ -23,13 +23,10 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from transformer_lib.data.bible import bible_en_fr  # noqa: E402
-from transformer_lib.sentences import translate  # noqa: E402
-from transformer_lib.training.checkpoint import (load_checkpoint, load_model,  # noqa: E402
-                                                 save_checkpoint, shipped_checkpoint)
+from transformer_lib.data.bible import bible_en_fr
+from transformer_lib.sentences import translate
+from transformer_lib.training.checkpoint import (load_checkpoint, load_model, save_checkpoint,
+                                                 shipped_checkpoint)
 
 
 def cpu_name() -> str:

@@ -255,5 +255,5 @@ def test_fixed_slips_stay_fixed():
 def test_only_timing_cells_ignore_their_output():
     for name in NAMES:
         for cell in cells(name):
-            if "NBVAL_IGNORE_OUTPUT" in source(cell):
+            if "nbval-ignore-output" in cell["metadata"].get("tags", []):
                 assert "best_time(" in source(cell), source(cell)[:80]

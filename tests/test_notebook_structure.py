@@ -69,3 +69,9 @@ def test_pitfall_references_resolve_and_no_engineering_aside(name):
         assert number in defined, f"{name}: 'pitfall {number}' is not defined in this notebook"
     for aside in ("compiled kernel", "cpu_kernels", "of_relu", "nbval", "_Beam"):
         assert aside not in text, f"{name}: '{aside}' belongs in the appendix"
+
+
+@pytest.mark.parametrize("name", SERIES)
+def test_learners_read_no_test_machinery_in_the_code(name):
+    for cell in cells(name):
+        assert "NBVAL" not in source(cell), f"{name}: use the cell tag nbval-ignore-output"

@@ -122,7 +122,8 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
         raise UsageError(in_flags(args, e.field, e.message)) from None
     notes = [f"note: {in_flags(args, field, message)}" for field, message in run.notes]
     if ckpt is not None:
-        check_resume(args, ckpt, dataclasses.asdict(run.trainer.settings), notes)
+        check_resume(args, ckpt, dataclasses.asdict(run.trainer.settings), job.data.identity(),
+                     notes)
         del ckpt                                  # the trainer reads it again below
     if dist.is_main:
         for note in notes:

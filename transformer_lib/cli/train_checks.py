@@ -104,15 +104,10 @@ def check_out(out: Path, ckpt_path: Path) -> None:
         raise UsageError(f"--name: {ckpt_path} is a folder, not a checkpoint file")
 
 
-def data_flags(args) -> Dict[str, Any]:
-    """What a run trains on, as stored in its checkpoint (``extra["data"]``)."""
-    train_file = str(args.train_file.resolve()) if args.train_file else None
-    return {"task": args.task, "corpus": args.corpus, "train_file": train_file,
-            "n_train": args.n_train if args.task else None}
-
-
-def resume_differences(args, ckpt: Dict[str, Any], settings: Dict[str, Any]) -> List[str]:
-    """'--flag new (checkpoint: old)' for each setting this run would change."""
+def resume_differences(ckpt: Dict[str, Any], settings: Dict[str, Any],
+                       data: Dict[str, Any]) -> List[str]:
+    """'--flag new (checkpoint: old)' for each setting this run would change; ``data`` is
+    what the new run trains on (``DataSpec.identity()``)."""
     diffs = []
     stored = ckpt.get("settings", {})
     for name, value in settings.items():
@@ -121,7 +116,7 @@ def resume_differences(args, ckpt: Dict[str, Any], settings: Dict[str, Any]) -> 
         if stored[name] != value:
             diffs.append(f"{flag(name)} {value} (checkpoint: {stored[name]})")
     stored_data = ckpt.get("extra", {}).get("data", {})
-    for name, value in data_flags(args).items():
+    for name, value in data.items():
         if name in stored_data and stored_data[name] != value:
             diffs.append(f"{flag(name)} {value} (checkpoint: {stored_data[name]})")
     return diffs
@@ -138,13 +133,13 @@ def model_differences(args, config: Dict[str, Any]) -> List[str]:
 
 
 def check_resume(args, ckpt: Dict[str, Any], settings: Dict[str, Any],
-                 notes: List[str]) -> None:
+                 data: Dict[str, Any], notes: List[str]) -> None:
     """Refuse a resumed run that would not continue the stored one, unless --override."""
     model = model_differences(args, ckpt.get("config", {}))
     if model:
         raise UsageError(f"--resume: the checkpoint fixes the model, and these flags differ "
                          f"from it: {', '.join(model)}; leave them out")
-    diffs = resume_differences(args, ckpt, settings)
+    diffs = resume_differences(ckpt, settings, data)
     if not diffs:
         return
     if args.override:

@@ -55,6 +55,14 @@ def fits(example: Example, max_len: int) -> bool:
     return len(src) <= max_len and len(tgt) + 1 <= max_len
 
 
+def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok, max_len: int
+                   ) -> Tuple[List[Tuple[str, str]], List[Example]]:
+    """The ``(source, target)`` pairs that :func:`fits` ``max_len``, and their ids."""
+    ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
+    keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
+    return [pairs[i] for i in keep], [ids[i] for i in keep]
+
+
 def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
                  max_len: Optional[int] = None) -> List[Example]:
     """Tokenize ``(source, target)`` strings into ``(src_ids, tgt_ids)``, no specials added.

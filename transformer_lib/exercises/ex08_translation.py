@@ -4,37 +4,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, Sequence
 
+from ..training.metrics import brevity_penalty, clipped_matches, ngrams, repeats
 from . import Feedback, run_learner_code
 
 Tokens = Sequence[str]
-
-
-def ngrams(tokens: Tokens, n: int) -> List[Tuple[str, ...]]:
-    """Every n-gram of ``tokens``, in order, overlapping: len(tokens) - n + 1 of them."""
-    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
-
-
-def clipped_matches(hyp: Tokens, ref: Tokens, n: int) -> Tuple[int, int]:
-    """(matches, total): hypothesis n-grams found in the reference, each counted at most as
-    often as the reference holds it (BLEU's "modified" precision), over all of them."""
-    h, r = Counter(ngrams(hyp, n)), Counter(ngrams(ref, n))
-    return sum(min(c, r[g]) for g, c in h.items()), sum(h.values())
-
-
-def brevity_penalty(hyp_len: int, ref_len: int) -> float:
-    """BLEU's brevity penalty: 1 for a hypothesis at least as long as the reference, else
-    exp(1 - ref_len / hyp_len) (0 for an empty hypothesis)."""
-    if hyp_len >= ref_len:
-        return 1.0
-    return 0.0 if hyp_len == 0 else math.exp(1 - ref_len / hyp_len)
-
-
-def repeats(tokens: Tokens, n: int) -> int:
-    """How many n-grams repeat one seen earlier in ``tokens``."""
-    grams = ngrams(tokens, n)
-    return len(grams) - len(set(grams))
 
 
 PRECISION_CASES = [

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..config import TransformerConfig
-from ..data.batching import Example, fits
+from ..data.batching import Example, encode_fitting
 from ..data.tokenizers import Tokenizer
 from ..model import Transformer
 from .distributed import DistContext
@@ -177,17 +177,16 @@ def new_tokenizers(data: DataSpec, train: Pairs, notes: List[Note]) -> Tuple[Tok
 def encode_split(name: str, pairs: Pairs, src_tok: Tokenizer, tgt_tok: Tokenizer,
                  max_len: int) -> Tuple[Pairs, List[Example], int]:
     """-> (kept pairs, their ids, how many were left out); refuses a split left empty."""
-    ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
-    keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
-    if not keep:
-        shortest = min(len(s) for s, _ in ids)
+    kept, ids = encode_fitting(pairs, src_tok, tgt_tok, max_len)
+    if not kept:
+        shortest = min(len(src_tok.encode(s)) for s, _ in pairs)
         side = "sources" if shortest > max_len else "targets"
         what = ("no training pair fits" if name == "train"
                 else f"none of its {len(pairs)} {side} fits")
         raise JobError(f"data.{name}", f"{what} the model's max_len={max_len} tokens (the "
                        f"shortest source has {shortest}): raise max_len or give shorter "
                        "sentences")
-    return [pairs[i] for i in keep], [ids[i] for i in keep], len(pairs) - len(keep)
+    return kept, ids, len(pairs) - len(kept)
 
 
 def seed_everything(seed: int) -> None:

@@ -1,7 +1,9 @@
 """Translation quality on decoded strings: exact match and BLEU (sacrebleu)."""
 from __future__ import annotations
 
-from typing import Dict, Sequence, Tuple
+import math
+from collections import Counter
+from typing import Dict, List, Sequence, Tuple
 
 import sacrebleu
 
@@ -40,6 +42,32 @@ def evaluate_translation(model, pairs: Sequence[Tuple[str, str]], src_tok, tgt_t
     refs = [t for _, t in pairs]
     return {"exact_match": exact_match(hyps, refs), "bleu": bleu(hyps, refs, bleu_tokenize),
             "hypotheses": hyps}
+
+
+def ngrams(tokens: Sequence[str], n: int) -> List[Tuple[str, ...]]:
+    """Every n-gram of ``tokens``, in order, overlapping: len(tokens) - n + 1 of them."""
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def clipped_matches(hyp: Sequence[str], ref: Sequence[str], n: int) -> Tuple[int, int]:
+    """(matches, total): the output's n-grams found in the reference, each counted at most
+    as often as the reference holds it (BLEU's "modified" precision), over all of them."""
+    h, r = Counter(ngrams(hyp, n)), Counter(ngrams(ref, n))
+    return sum(min(c, r[g]) for g, c in h.items()), sum(h.values())
+
+
+def brevity_penalty(hyp_len: int, ref_len: int) -> float:
+    """BLEU's brevity penalty: 1 for an output at least as long as the reference, else
+    exp(1 - ref_len / hyp_len) (0 for an empty output)."""
+    if hyp_len >= ref_len:
+        return 1.0
+    return 0.0 if hyp_len == 0 else math.exp(1 - ref_len / hyp_len)
+
+
+def repeats(tokens: Sequence[str], n: int) -> int:
+    """How many n-grams of ``tokens`` repeat one seen earlier (a looping decoder's mark)."""
+    grams = ngrams(tokens, n)
+    return len(grams) - len(set(grams))
 
 
 def _check_lengths(hypotheses, references) -> None:

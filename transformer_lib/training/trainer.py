@@ -45,7 +45,7 @@ class Trainer:
     def __init__(self, model: Transformer, src_tok, tgt_tok, train_examples, valid_pairs: Pairs,
                  settings: TrainSettings, device: Optional[str] = None,
                  dist: DistContext = DistContext(), extra: Optional[dict] = None):
-        from ..data.batching import fits
+        from ..data.batching import encode_fitting
         train_examples = list(train_examples)
         if settings.decode_max_len is None:          # room for the longest target, and then some
             longest = max((len(t) for _, t in train_examples), default=54) + 10
@@ -58,12 +58,9 @@ class Trainer:
         self.model = model.to(self.device)
         self.ddp_model = wrap_model(self.model, dist, self.device)
         self.src_tok, self.tgt_tok = src_tok, tgt_tok
-        self.train_examples = list(train_examples)
-        max_len = model.config.max_len          # one length filter for loss and BLEU alike
-        ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in valid_pairs]
-        keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
-        self.valid_pairs = [valid_pairs[i] for i in keep]
-        self.valid_examples = [ids[i] for i in keep]
+        self.train_examples = train_examples
+        self.valid_pairs, self.valid_examples = encode_fitting(   # one filter: loss and BLEU
+            valid_pairs, src_tok, tgt_tok, model.config.max_len)
         self.criterion = LabelSmoothingLoss(settings.label_smoothing, model.config.pad_id)
         self.optimizer, self.scheduler = make_optimizer(
             self.model, model.config.d_model, settings.warmup, settings.lr_factor)
