@@ -1,9 +1,66 @@
 """Argument checks shared by the modules: clear errors that name the argument."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import math
+from typing import Any, Collection, Optional, Sequence
 
 import torch
+
+
+def check_int(value: Any, name: str, minimum: Optional[int] = None,
+              maximum: Optional[int] = None) -> int:
+    """Return ``value`` if it is a Python (or NumPy) integer in ``[minimum, maximum]``.
+
+    ``bool`` is refused: ``True`` is an ``int`` to Python, never a size to the model.
+    """
+    if isinstance(value, bool) or not hasattr(value, "__index__") or isinstance(
+            value, torch.Tensor):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value}")
+    return value
+
+
+def check_float(value: Any, name: str, minimum: Optional[float] = None,
+                maximum: Optional[float] = None, *, min_open: bool = False,
+                max_open: bool = False) -> float:
+    """Return ``value`` as a finite float in the range given (bounds closed unless ``*_open``).
+
+    ``bool``, strings, NaN and infinities are refused.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not (
+            hasattr(value, "__float__") and not isinstance(value, (str, bytes, torch.Tensor))):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    low = minimum is not None and (value <= minimum if min_open else value < minimum)
+    high = maximum is not None and (value >= maximum if max_open else value > maximum)
+    if low or high:
+        left = "(" if min_open else "["
+        right = ")" if max_open else "]"
+        lo = "-inf" if minimum is None else minimum
+        hi = "inf" if maximum is None else maximum
+        raise ValueError(f"{name} must be in {left}{lo}, {hi}{right}, got {value}")
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` if it is a ``bool``; refuse the strings, ints and Nones that look like one."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_choice(value: Any, name: str, choices: Collection[Any]) -> Any:
+    """Return ``value`` if it is one of ``choices``."""
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {listed}, got {value!r}")
+    return value
 
 
 def check_token_ids(ids: torch.Tensor, name: str, vocab_size: int) -> None:
