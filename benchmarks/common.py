@@ -124,16 +124,49 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str =
     return "\n".join(lines)
 
 
-def matmul_peak(dtype: torch.dtype, device: torch.device, n: int = 2048,
-                reps: int = 5) -> float:
-    """Measured matmul FLOP/s: the best of ``reps`` timed (n x n) @ (n x n) products.
+def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
+                reps: int = 5, warmup: int = 3) -> float:
+    """Measured FLOP/s of one (m x k) @ (k x n) product in ``dtype``, as a linear layer calls
+    it (``F.linear``, the weight stored (n x k)): the best of ``reps`` timed rounds after
+    ``warmup`` untimed calls, in this process, with its threads. 2 m k n FLOPs a product."""
+    a = torch.randn(m, k, device=device).to(dtype)
+    w = torch.randn(n, k, device=device).to(dtype)
+    for _ in range(warmup):
+        torch.nn.functional.linear(a, w)
+    flops = 2.0 * m * k * n
+    calls = max(1, min(20, int(2e8 // flops)))          # about 0.2 GFLOP (a few ms) a round
+    if device.type == "cuda":
+        calls *= 10
+    best = min(timed(lambda: [torch.nn.functional.linear(a, w) for _ in range(calls)],
+                     device) / calls for _ in range(reps))
+    return flops / best
 
-    The best (not the median) is the machine's attainable peak; 2 n^3 FLOPs per product.
+
+def matmul_peak(dtype: torch.dtype, device: torch.device,
+                shapes: Sequence[Sequence[int]] = ((2048, 2048, 2048),), reps: int = 5) -> float:
+    """The attainable matmul FLOP/s here: the best :func:`matmul_rate` over ``shapes``
+    ((m, k, n) each).
+
+    A model's step multiplies matrices of its own sizes, and on some CPUs those run faster
+    than one big square product (they stay in cache; the library may pick another kernel
+    for them), so pass the step's own shapes (``workload.step_matmul_shapes``) as well as a
+    square one: a peak measured on the square product alone can sit below what the step
+    reaches, and MFU then comes out above 100%.
     """
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    torch.mm(a, b)                                                        # warm up
-    calls = 3 if device.type == "cpu" else 20
-    best = min(timed(lambda: [torch.mm(a, b) for _ in range(calls)], device) / calls
-               for _ in range(reps))
-    return 2 * n ** 3 / best
+    return max(matmul_rate(*shape, dtype, device, reps) for shape in shapes)
+
+
+def utilisation(rates: Dict[str, float], peak: float) -> tuple:
+    """MFU of every row, as fractions, against ``max(peak, best row)``, and a note (or "").
+
+    A row cannot do matmul FLOPs faster than the machine's matmul peak; where one seems to
+    (the peak was measured during a burst of load from another process, say), the peak is
+    raised to that row's rate and the note says so, so that no MFU is above 100%.
+    """
+    best_label = max(rates, key=rates.get) if rates else None
+    if best_label is None or rates[best_label] <= peak:
+        return {k: v / peak for k, v in rates.items()}, ""
+    note = (f"row {best_label!r} ran at {rates[best_label] / 1e9:,.1f} GFLOP/s, above the "
+            f"measured matmul peak {peak / 1e9:,.1f}: MFU taken against its rate instead "
+            f"(the peak was measured low, e.g. under load)")
+    return {k: v / rates[best_label] for k, v in rates.items()}, note

@@ -96,6 +96,24 @@ def matmul_flops(c: TransformerConfig, batch: int, S: int, T: int) -> float:
     return 3.0 * (linear + attn)
 
 
+def step_matmul_shapes(c: TransformerConfig, batch: int, S: int, T: int) -> list:
+    """The (m, k, n) of every linear layer's product in one training step, sorted, once each.
+
+    Forward (m tokens x k inputs @ k x n outputs): W^Q;W^K;W^V, W^O and both feed-forward
+    layers over source and target tokens, cross-attention's W^Q and W^K;W^V, the output
+    layer; backward, for each: the input's gradient (m, n, k) and the weight's (n, m, k).
+    :func:`common.matmul_peak` measures the peak on these, the sizes the rows run.
+    """
+    D, F_, V = c.d_model, c.d_ff, c.tgt_vocab_size
+    forward = {(batch * S, D, 3 * D), (batch * T, D, 3 * D), (batch * S, D, D),
+               (batch * T, D, D), (batch * S, D, 2 * D), (batch * S, D, F_),
+               (batch * T, D, F_), (batch * S, F_, D), (batch * T, F_, D), (batch * T, D, V)}
+    shapes = set()
+    for m, k, n in forward:
+        shapes |= {(m, k, n), (m, n, k), (n, m, k)}
+    return sorted(shapes)
+
+
 def train_step_fn(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id: int,
                   autocast: bool, device: torch.device, fused_adam: bool) -> Callable[[], None]:
     """A closure doing one step: teacher forcing on tgt[:, :-1] -> tgt[:, 1:]."""

@@ -34,6 +34,10 @@ def test_quick_mode_runs_and_prints_its_table(script):
     assert out.returncode == 0, out.stderr[-2000:]
     for heading in SCRIPTS[script]:
         assert heading in out.stdout, out.stdout
+    if script == "train_throughput.py":       # no model FLOP utilisation above 100%
+        mfu = [r.split("|")[-2].strip() for r in out.stdout.splitlines()
+               if r.startswith("|") and r.rstrip(" |").endswith("%")]
+        assert mfu and all(0 <= int(m.rstrip("%")) <= 100 for m in mfu), out.stdout
     if script == "decode_cache.py":           # cached and uncached decoding agree
         rows = [r for r in out.stdout.splitlines() if r.startswith("|") and "---" not in r]
         assert len(rows) == 3 and all(r.rstrip(" |").endswith("yes") for r in rows[1:])
@@ -50,6 +54,47 @@ def test_isolated_mode_times_each_model_in_its_own_process():
     assert [r.split("|")[3].strip() for r in rows] == ["torch.nn.Transformer",
                                                        "transformer_lib"]
     assert "# step times:" not in out.stdout                 # the children's lines stay theirs
+
+
+def test_utilisation_is_never_above_one_hundred_percent():
+    from common import utilisation
+    mfu, note = utilisation({"a": 50e9, "b": 80e9}, 100e9)
+    assert mfu == {"a": 0.5, "b": 0.8} and note == ""
+    mfu, note = utilisation({"a": 50e9, "b": 160e9}, 100e9)      # a peak measured too low
+    assert mfu == {"a": 50 / 160, "b": 1.0}
+    assert "row 'b' ran at 160.0 GFLOP/s, above the measured matmul peak 100.0" in note
+
+
+def test_the_measured_peak_is_at_least_every_rows_matmul_rate():
+    """The peak is measured as the rows run (this process, its threads, the dtype, the
+    step's own shapes), so no row's matmul FLOPs per second, even its best round, exceed
+    it."""
+    import torch
+    import common
+    from workload import (QUICK, make_batch, make_model, matmul_flops, step_matmul_shapes,
+                          train_step_fn)
+    from transformer_lib import TransformerConfig
+    overrides, batch, length = QUICK["tiny"]
+    c = TransformerConfig.tiny(1000, max_len=128, **overrides)
+    cpu = torch.device("cpu")
+    src, tgt = make_batch(c, batch, length + 1, cpu, torch.Generator().manual_seed(0))
+    src = src[:, :length]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fns = {label: train_step_fn(make_model(label, c, cpu), src, tgt, c.pad_id, False, cpu,
+                                    True)
+               for label in ("torch.nn.Transformer", "transformer_lib",
+                             "+ accelerate, no kernels")}
+        times = common.interleaved(fns, cpu, reps=3, warmup=2)
+        shapes = step_matmul_shapes(c, batch, length, length)
+        peak = common.matmul_peak(torch.float32, cpu, shapes + [(64, 64, 64)], reps=3)
+    finally:
+        torch.set_num_threads(threads)
+    assert (batch * length, 16, 3 * 16) in shapes and (batch * length, 16, 1000) in shapes
+    flops = matmul_flops(c, batch, length, length)
+    for label, ts in times.items():
+        assert flops / min(ts) <= peak, (label, flops / min(ts), peak)
 
 
 def test_fit_exponent_recovers_a_power_law():
