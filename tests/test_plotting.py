@@ -42,6 +42,23 @@ def test_positional_curves():
         plotting.positional_curves(table, dims=[16])
 
 
+def test_positional_curves_legend_hides_no_curve_and_rows_may_sit_between_positions():
+    fine = torch.linspace(0, 12, 241, dtype=torch.float64)                  # 20 samples a step
+    angles = fine[:, None] / 10000 ** (torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    table = torch.stack((angles.sin(), angles.cos()), -1).flatten(1)          # (241, 16)
+    fig = plotting.positional_curves(table, dims=[0, 1], positions=fine)
+    ax = fig.axes[0]
+    x, y = ax.get_lines()[0].get_data()
+    torch.testing.assert_close(torch.as_tensor(x), fine)
+    torch.testing.assert_close(torch.as_tensor(y), fine.sin().float())       # dim 0 = sin(pos)
+    fig.canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1                            # right of the plot
+    with pytest.raises(ValueError, match=r"positions must hold one position per row of "
+                                         r"table \(241\), got shape \(240,\)"):
+        plotting.positional_curves(table, dims=[0], positions=fine[1:])
+
+
 def test_positional_similarity_is_the_dot_product():
     table = sinusoidal_table(40, 16)
     fig = plotting.positional_similarity(table, 10)
@@ -74,6 +91,20 @@ def test_attention_heads_layers_and_cross():
     assert [t.get_text() for t in panels[4].get_xticklabels()] == TOKENS
     with pytest.raises(ValueError, match="key tokens"):
         plotting.attention_heads(layers, TOKENS[:3], TOKENS[:4])
+
+
+def test_attention_heads_tick_labels_stay_legible_on_long_sequences():
+    tokens = [f"t{i}" for i in range(40)]
+    w = torch.rand(2, 40, 40).softmax(-1)                                    # (H, T, T)
+    fig = plotting.attention_heads(w, tokens, cell=0.05)                     # asks for too little
+    labels = fig.axes[0].get_yticklabels()
+    assert [t.get_text() for t in labels] == tokens                          # every token named
+    assert min(t.get_fontsize() for t in labels) >= plotting.MIN_TICK_POINTS
+    fig.canvas.draw()
+    heights = [t.get_window_extent().height for t in labels]                 # pixels at fig.dpi
+    assert min(heights) >= plotting.MIN_TICK_POINTS * fig.dpi / 72 * 0.8
+    default = plotting.attention_heads(w[:, :5, :5], tokens[:5])             # short: unchanged
+    assert default.axes[0].get_yticklabels()[0].get_fontsize() == 10.0
 
 
 def test_mask_grid():

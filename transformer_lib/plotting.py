@@ -13,6 +13,7 @@ import torch
 from matplotlib.figure import Figure
 
 Tensor = torch.Tensor
+MIN_TICK_POINTS = 8.0        # the smallest tick label attention_heads draws: legible at 100 dpi
 
 
 def _as_2d(x, name: str) -> Tensor:
@@ -46,19 +47,30 @@ def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encod
 
 
 def positional_curves(table, dims: Sequence[int], ax=None,
-                      title: str = "Positional encoding of chosen dimensions") -> Figure:
-    """One curve per chosen dimension, value against position."""
+                      title: str = "Positional encoding of chosen dimensions",
+                      positions: Optional[Sequence[float]] = None) -> Figure:
+    """One curve per chosen dimension, value against position; the legend sits outside the
+    axes, to the right, so that it never hides a curve.
+
+    ``positions``: the position of each row of ``table`` (default 0, 1, ..., L - 1), e.g. the
+    fractional positions of the formula sampled between the integers.
+    """
     table = _as_2d(table, "table")                                           # (L, D)
     bad = [d for d in dims if not 0 <= d < table.shape[1]]
     if bad:
         raise ValueError(f"dims must lie in [0, {table.shape[1]}), got {bad}")
+    x = torch.arange(table.shape[0]) if positions is None else torch.as_tensor(positions)
+    if x.dim() != 1 or len(x) != table.shape[0]:
+        raise ValueError(f"positions must hold one position per row of table "
+                         f"({table.shape[0]}), got shape {tuple(x.shape)}")
     fig, ax = _axes(ax, (7, 3))
     for d in dims:
-        ax.plot(table[:, d].numpy(), label=f"dim {d}")
+        ax.plot(x.numpy(), table[:, d].numpy(), label=f"dim {d}")
     ax.set_xlabel("position")
     ax.set_ylabel("value")
-    ax.set_title(title)
-    ax.legend(loc="upper right", fontsize="small", ncol=2)
+    ax.set_title(title, fontsize="medium")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              fontsize="small")
     return fig
 
 
@@ -121,9 +133,12 @@ def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequenc
     Rows are queries (``tokens_q``), columns keys (``tokens_k``, default ``tokens_q``); all
     panels share one colour scale, [0, vmax] (``vmax=None``: the largest weight), and one
     colour bar. ``columns``: wrap the L*H panels into rows of that many, each titled with
-    its layer (``row_labels``) and head. ``per_row``: divide each query's weights by their
-    maximum, so that every row spans the whole scale and a row with one dominant key does
-    not wash out the others. ``query_label``/``key_label``: axis titles of the figure.
+    its layer (``row_labels``) and head. ``cell``: inches per token, raised where needed so
+    that every panel is at least 1.8 inches and every tick label ``MIN_TICK_POINTS`` points
+    (fit a long sequence with fewer panels a row, not smaller ones). ``per_row``: divide
+    each query's weights by their maximum, so that every row spans the whole scale and a
+    row with one dominant key does not wash out the others. ``query_label``/``key_label``:
+    axis titles of the figure.
     """
     w = _stack_heads(weights)                                                # (L, H, T_q, T_k)
     tokens_k = list(tokens_q if tokens_k is None else tokens_k)
@@ -141,7 +156,8 @@ def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequenc
     vmax = float(w.max()) if vmax is None else vmax
     n_cols = n_heads if columns is None else min(columns, n_layers * n_heads)
     n_rows = -(-n_layers * n_heads // n_cols)
-    scale = max(cell, 1.8 / max(t_q, t_k))                     # inches per token, panels >= 1.8"
+    scale = max(cell, 1.8 / max(t_q, t_k),                     # inches per token, panels >= 1.8"
+                MIN_TICK_POINTS / (0.8 * 72))                  # and tick labels readable
     size = (scale * t_k * n_cols + 1.8 + 0.3 * bool(query_label),
             scale * t_q * n_rows + 1.2 + 0.3 * bool(title) + 0.3 * bool(key_label))
     fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
