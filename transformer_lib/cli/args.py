@@ -1,25 +1,48 @@
-"""Argument types shared by the command lines."""
+"""Argument types shared by the command lines: argparse turns their errors into one usage
+line naming the flag (``argument --seed: must be at most 4294967295, got -1``)."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..checks import check_float, check_int
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+def _checked(parse: Callable, check: Callable, what: str, **bounds) -> Callable[[str], object]:
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        try:
+            return check(value, "", **bounds)
+        except ValueError as e:                   # "  must be at least 1, got 0"
+            raise argparse.ArgumentTypeError(str(e).strip()) from None
+    convert.__name__ = what                       # argparse's fallback message names it
+    return convert
 
 
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return value
+def int_in(minimum: int, maximum: Optional[int] = None) -> Callable[[str], object]:
+    """An integer in [minimum, maximum]."""
+    return _checked(int, check_int, "an integer", minimum=minimum, maximum=maximum)
 
 
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
+def float_in(minimum: Optional[float] = None, maximum: Optional[float] = None,
+             min_open: bool = False, max_open: bool = False) -> Callable[[str], object]:
+    """A finite number in the range (NaN and infinities are refused)."""
+    return _checked(float, check_float, "a number", minimum=minimum, maximum=maximum,
+                    min_open=min_open, max_open=max_open)
+
+
+positive_int = int_in(1)
+non_negative_int = int_in(0)
+positive_float = float_in(0.0, min_open=True)
+
+
+def folder(text: str) -> Path:
+    """A folder path; the empty string is refused (it would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must name a folder, got {text!r} (use . for the "
+                                         "current folder)")
+    return Path(text)

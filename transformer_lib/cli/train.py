@@ -26,7 +26,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import torch
 
@@ -42,7 +42,7 @@ from ..training.trainer import Trainer, TrainSettings, pick_device
 from .stopping import (GracefulStop, failed_save, resume_command, signals_interrupt, stopped,
                        stopped_at_once)
 from .train_args import train_parser
-from .train_checks import MODEL_FLAGS, UsageError, check_args, check_resume, flag
+from .train_checks import FLAGS, UsageError, check_args, check_resume, dest, in_flags
 
 def build_parser() -> argparse.ArgumentParser:
     return train_parser(__doc__)
@@ -64,43 +64,14 @@ def read_resumed(ckpt_path: Path):
 
 def job_from(args, ckpt_path: Path) -> TrainJob:
     """The run the flags describe, as a library :class:`TrainJob`."""
-    data = DataSpec(task=args.task, corpus=args.corpus, train_file=args.train_file,
-                    valid_file=args.valid_file, test_file=args.test_file,
-                    n_train=args.n_train, n_valid=args.n_valid, n_test=args.n_test,
-                    vocab_size=args.vocab_size)
-    sizes = {field: getattr(args, name) for name, field in MODEL_FLAGS.items()}
-    model = ModelSpec(args.preset, {k: v for k, v in sizes.items() if v is not None})
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainSettings)
-             if hasattr(args, f.name)}
-    settings = TrainSettings(**given, checkpoint=str(ckpt_path), progress=not args.no_progress)
-    return TrainJob(data, model, settings)
-
-
-def where(args, field: str) -> Tuple[str, str]:
-    """(what the user gave, separator) for a job field, to name flags in messages."""
-    split = {"train": ("--train-file", args.train_file), "valid": ("--valid-file",
-             args.valid_file), "test": ("--test-file", args.test_file)}
-    if field.startswith("data.") and field[5:] in split:
-        name, path = split[field[5:]]
-        if path is not None:
-            return f"{name} {path}", ": "
-        if field == "data.train":
-            return (f"--corpus {args.corpus}" if args.corpus else "--task dates"), ": "
-        return f"the {'validation' if field == 'data.valid' else 'test'} split", ": "
-    if field.endswith("_file"):
-        return flag(field[5:]), ": "
-    if field == "model":
-        flags = " ".join(f"{flag(n)} {getattr(args, n)}" for n in MODEL_FLAGS
-                         if getattr(args, n) is not None)
-        return f"--preset {args.preset} {flags}".strip(), ": "
-    if field == "data.corpus":
-        return f"--corpus {args.corpus}", ": "
-    return flag(field.split(".")[-1]), " "
-
-
-def in_flags(args, field: str, message: str) -> str:
-    prefix, sep = where(args, field)
-    return f"{prefix}{sep}{message}"
+    fields = {part: {f[len(part) + 1:]: getattr(args, dest(f)) for f in FLAGS
+                     if f.startswith(part + ".")} for part in ("data", "model", "settings")}
+    data = DataSpec(**fields["data"])
+    model = fields["model"]
+    sizes = {name: value for name, value in model.items() if name != "preset" and value is not None}
+    settings = TrainSettings(**fields["settings"], checkpoint=str(ckpt_path),
+                             progress=not args.no_progress)
+    return TrainJob(data, ModelSpec(model["preset"], sizes), settings)
 
 
 def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
@@ -109,8 +80,9 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
     -> (trainer, test pairs or None)."""
     ckpt = read_resumed(ckpt_path) if args.resume else None
     job = job_from(args, ckpt_path)
-    resumed = {}
+    resumed, notes = {}, []
     if ckpt is not None:
+        check_resume(args, ckpt, job, notes)
         job = dataclasses.replace(job, model=TransformerConfig(**ckpt["config"]))
         resumed = {"tokenizers": (tokenizer_from_dict(ckpt["src_tokenizer"]),
                                   tokenizer_from_dict(ckpt["tgt_tokenizer"]))}
@@ -120,11 +92,8 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
         run = prepare_job(job, device=str(device), dist=dist, extra=extra, **resumed)
     except JobError as e:
         raise UsageError(in_flags(args, e.field, e.message)) from None
-    notes = [f"note: {in_flags(args, field, message)}" for field, message in run.notes]
-    if ckpt is not None:
-        check_resume(args, ckpt, dataclasses.asdict(run.trainer.settings), job.data.identity(),
-                     notes)
-        del ckpt                                  # the trainer reads it again below
+    notes += [f"note: {in_flags(args, field, message)}" for field, message in run.notes]
+    del ckpt                                      # the trainer reads it again below
     if dist.is_main:
         for note in notes:
             print(note, flush=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..training.job import PRESETS
-from .args import non_negative_int, positive_float, positive_int
+from ..training.job import PRESETS, SEED_MAX
+from .args import float_in, folder, int_in, non_negative_int, positive_float, positive_int
+
+MAX_LEN = 65536       # positions: the table alone is max_len x d_model floats
 
 
 def train_parser(description: str) -> argparse.ArgumentParser:
@@ -34,15 +36,17 @@ def train_parser(description: str) -> argparse.ArgumentParser:
     model.add_argument("--layers", type=positive_int, help="N, in encoder and decoder")
     model.add_argument("--heads", type=positive_int, help="h")
     model.add_argument("--d-ff", type=positive_int)
-    model.add_argument("--dropout", type=float, help="P_drop")
-    model.add_argument("--max-len", type=positive_int, help="longest sequence (positions)")
+    model.add_argument("--dropout", type=float_in(0.0, 1.0, max_open=True), help="P_drop")
+    model.add_argument("--max-len", type=int_in(2, MAX_LEN),
+                       help=f"longest sequence (positions), 2 to {MAX_LEN}")
     train = p.add_argument_group("training")
     train.add_argument("--steps", type=positive_int, default=2000, help="total steps")
     train.add_argument("--max-tokens", type=positive_int, default=2000,
                        help="tokens per batch (per process)")
     train.add_argument("--warmup", type=positive_int, default=400)
-    train.add_argument("--lr-factor", type=float, default=1.0)
-    train.add_argument("--label-smoothing", type=float, default=0.1)
+    train.add_argument("--lr-factor", type=positive_float, default=1.0)
+    train.add_argument("--label-smoothing", type=float_in(0.0, 1.0, max_open=True),
+                       default=0.1)
     train.add_argument("--eval-every", type=non_negative_int, default=0,
                        help="validate every N steps (0: at the end only)")
     train.add_argument("--eval-limit", type=positive_int, default=500,
@@ -57,7 +61,7 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                        help="stop cleanly after this many minutes of training (validation "
                             "included), with a checkpoint and the test set scored, as a lab "
                             "session needs; --resume continues it")
-    train.add_argument("--out", type=Path, required=True, help="output folder")
+    train.add_argument("--out", type=folder, required=True, help="output folder")
     train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
     train.add_argument("--resume", action="store_true",
                        help="continue --out/--name with the same flags (--steps, --eval-every, "
@@ -81,7 +85,7 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                             "instead of handing it back to the OS (fewer page faults; default). "
                             "Results are the same either way")
     train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=int_in(0, SEED_MAX), default=0)
     train.add_argument("--threads", type=positive_int, help="torch.set_num_threads")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p

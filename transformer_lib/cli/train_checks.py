@@ -7,22 +7,37 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from ..training.job import TrainJob
+from ..training.job_resume import MAY_CHANGE, Difference, resume_differences
 from ..training.precision import bf16_problem
 from ..training.trainer import pick_device
 
-# Flags a resumed run may change: they do not alter the steps already taken, nor those to
-# come (validation and checkpoints only read the model; averaging has its own check).
-MAY_CHANGE = ("steps", "eval_every", "eval_limit", "save_every", "average_last",
-              "average_every", "time_budget")
-# TrainSettings fields that are not flags of their own, or only change how it looks.
-NOT_COMPARED = ("checkpoint", "decode_max_len", "bleu_tokenize", "progress", "verbose")
-DATA_FLAGS = ("task", "corpus", "train_file", "n_train")      # what a resumed run trains on
-MODEL_FLAGS = {"d_model": "d_model", "layers": "N", "heads": "h", "d_ff": "d_ff",
-               "dropout": "P_drop", "max_len": "max_len"}
+# The job's fields and the flags that set them: the one map from the library's names to the
+# command line's, for building the job (:func:`~.train.job_from`) and naming flags in messages.
+FLAGS = {
+    "data.task": "--task", "data.corpus": "--corpus", "data.train_file": "--train-file",
+    "data.valid_file": "--valid-file", "data.test_file": "--test-file",
+    "data.n_train": "--n-train", "data.n_valid": "--n-valid", "data.n_test": "--n-test",
+    "data.vocab_size": "--vocab-size",
+    "model.preset": "--preset", "model.d_model": "--d-model", "model.N": "--layers",
+    "model.h": "--heads", "model.d_ff": "--d-ff", "model.P_drop": "--dropout",
+    "model.max_len": "--max-len",
+    "settings.steps": "--steps", "settings.max_tokens": "--max-tokens",
+    "settings.warmup": "--warmup", "settings.lr_factor": "--lr-factor",
+    "settings.label_smoothing": "--label-smoothing", "settings.eval_every": "--eval-every",
+    "settings.eval_limit": "--eval-limit", "settings.save_every": "--save-every",
+    "settings.average_last": "--average-last", "settings.average_every": "--average-every",
+    "settings.time_budget": "--time-budget", "settings.seed": "--seed", "settings.bf16": "--bf16",
+}
+
+
+def dest(field: str) -> str:
+    """The argparse attribute of a job field's flag (``model.N`` -> ``layers``)."""
+    return FLAGS[field][2:].replace("-", "_")
 
 
 class UsageError(Exception):
@@ -31,23 +46,17 @@ class UsageError(Exception):
 
 def check_args(p: argparse.ArgumentParser, args) -> Path:
     """Reject contradictory or impossible arguments; return the checkpoint path."""
-    sources = [f for f in ("task", "corpus", "train_file") if getattr(args, f) is not None]
+    sources = [FLAGS[f"data.{f}"] for f in ("task", "corpus", "train_file")
+               if getattr(args, f) is not None]
     if len(sources) != 1:
-        given = " and ".join("--" + f.replace("_", "-") for f in sources)
         p.error("give one of --task dates, --corpus bible-en-fr or --train-file/--valid-file"
-                + (f" (not both: {given})" if sources else ""))
+                + (f" (not both: {' and '.join(sources)})" if sources else ""))
     if args.train_file is not None and args.valid_file is None:
         p.error("--train-file needs --valid-file")
-    for flag in ("train_file", "valid_file", "test_file"):
-        path = getattr(args, flag)
+    for split in ("train", "valid", "test"):
+        path = getattr(args, f"{split}_file")
         if path is not None and not path.is_file():
-            p.error(f"--{flag.replace('_', '-')}: no such file: {path}")
-    if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
-        p.error(f"--dropout must be in [0, 1), got {args.dropout}")
-    if not 0.0 <= args.label_smoothing < 1.0:
-        p.error(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
-    if args.lr_factor <= 0:
-        p.error(f"--lr-factor must be positive, got {args.lr_factor}")
+            p.error(f"{FLAGS[f'data.{split}_file']}: no such file: {path}")
     if args.override and not args.resume:
         p.error("--override only applies with --resume")
     device = check_device(p, args.device)
@@ -66,27 +75,38 @@ def check_args(p: argparse.ArgumentParser, args) -> Path:
     return path
 
 
-def check_device(p: argparse.ArgumentParser, name: Optional[str]) -> torch.device:
-    """The device of --device (default: CUDA when available), or a usage error saying why
-    it cannot be used."""
+def device_problem(name: Optional[str]) -> Optional[str]:
+    """Why ``--device name`` cannot run the model on this machine (a sentence naming the
+    flag), or None. Default (None): CUDA when available, else the CPU."""
     try:
         device = pick_device(name)
     except (RuntimeError, ValueError) as e:
-        p.error(f"--device: {name!r} is not a device PyTorch knows ({str(e).splitlines()[0]}); "
-                "use cpu, cuda or cuda:N")
+        return (f"--device: {name!r} is not a device PyTorch knows "
+                f"({str(e).splitlines()[0]}); use cpu, cuda or cuda:N")
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            p.error(f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
-                    f"(torch {torch.__version__}); leave out --device to train on the CPU")
+            return (f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
+                    f"(torch {torch.__version__}); leave out --device to run on the CPU")
         if device.index is not None and device.index >= count:
-            p.error(f"--device {name}: there are {count} CUDA devices (cuda:0 .. "
+            return (f"--device {name}: there are {count} CUDA devices (cuda:0 .. "
                     f"cuda:{count - 1})")
-    return device
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            return (f"--device {name}: this machine has no Apple GPU (MPS) that PyTorch can "
+                    "use; leave out --device to run on the CPU")
+    elif device.type != "cpu":
+        return (f"--device {name}: the model runs on cpu, cuda[:N] or mps, not on "
+                f"{device.type!r} devices")
+    return None
 
 
-def flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+def check_device(p: argparse.ArgumentParser, name: Optional[str]) -> torch.device:
+    """The device of --device, or a usage error saying why it cannot be used."""
+    problem = device_problem(name)
+    if problem is not None:
+        p.error(problem)
+    return pick_device(name)
 
 
 def check_out(out: Path, ckpt_path: Path) -> None:
@@ -104,50 +124,60 @@ def check_out(out: Path, ckpt_path: Path) -> None:
         raise UsageError(f"--name: {ckpt_path} is a folder, not a checkpoint file")
 
 
-def resume_differences(ckpt: Dict[str, Any], settings: Dict[str, Any],
-                       data: Dict[str, Any]) -> List[str]:
-    """'--flag new (checkpoint: old)' for each setting this run would change; ``data`` is
-    what the new run trains on (``DataSpec.identity()``)."""
-    diffs = []
-    stored = ckpt.get("settings", {})
-    for name, value in settings.items():
-        if name in MAY_CHANGE or name in NOT_COMPARED or name not in stored:
-            continue
-        if stored[name] != value:
-            diffs.append(f"{flag(name)} {value} (checkpoint: {stored[name]})")
-    stored_data = ckpt.get("extra", {}).get("data", {})
-    for name, value in data.items():
-        if name in stored_data and stored_data[name] != value:
-            diffs.append(f"{flag(name)} {value} (checkpoint: {stored_data[name]})")
-    return diffs
+def where(args, field: str) -> Tuple[str, str]:
+    """(what the user gave, separator) for a job field, to name flags in messages."""
+    split = {"train": ("--train-file", args.train_file), "valid": ("--valid-file",
+             args.valid_file), "test": ("--test-file", args.test_file)}
+    if field.startswith("data.") and field[5:] in split:
+        name, path = split[field[5:]]
+        if path is not None:
+            return f"{name} {path}", ": "
+        if field == "data.train":
+            return (f"--corpus {args.corpus}" if args.corpus else "--task dates"), ": "
+        return f"the {'validation' if field == 'data.valid' else 'test'} split", ": "
+    if field == "model":
+        given = " ".join(f"{flag} {getattr(args, dest(f))}" for f, flag in FLAGS.items()
+                         if f.startswith("model.") and f != "model.preset"
+                         and getattr(args, dest(f)) is not None)
+        return f"--preset {args.preset} {given}".strip(), ": "
+    if field == "data.corpus":
+        return f"--corpus {args.corpus}", ": "
+    if field in FLAGS:
+        return FLAGS[field], (": " if field.endswith("_file") else " ")
+    return field, ": "
 
 
-def model_differences(args, config: Dict[str, Any]) -> List[str]:
-    """Model flags given with --resume that differ from the checkpoint's model."""
-    diffs = []
-    for name, field in MODEL_FLAGS.items():
-        value = getattr(args, name)
-        if value is not None and config.get(field) != value:
-            diffs.append(f"{flag(name)} {value} (checkpoint: {config.get(field)})")
-    return diffs
+def in_flags(args, field: str, message: str) -> str:
+    prefix, sep = where(args, field)
+    return f"{prefix}{sep}{message}"
 
 
-def check_resume(args, ckpt: Dict[str, Any], settings: Dict[str, Any],
-                 data: Dict[str, Any], notes: List[str]) -> None:
-    """Refuse a resumed run that would not continue the stored one, unless --override."""
-    model = model_differences(args, ckpt.get("config", {}))
+def listed(differences: List[Difference]) -> str:
+    return ", ".join(f"{FLAGS.get(d.field, d.field)} {d.new} (checkpoint: {d.stored})"
+                     for d in differences)
+
+
+def check_resume(args, ckpt: Dict[str, Any], job: TrainJob, notes: List[str]) -> None:
+    """Refuse a resumed run that would not continue the stored one (another model, or
+    other data or settings without --override), or that would train nothing."""
+    differences = resume_differences(ckpt, job)
+    model = [d for d in differences if d.fixed]
     if model:
         raise UsageError(f"--resume: the checkpoint fixes the model, and these flags differ "
-                         f"from it: {', '.join(model)}; leave them out")
-    diffs = resume_differences(ckpt, settings, data)
-    if not diffs:
+                         f"from it: {listed(model)}; leave them out")
+    step = ckpt["step"]
+    if step > args.steps:
+        raise UsageError(f"--resume: the checkpoint {args.out / args.name} is already at step "
+                         f"{step}, beyond --steps {args.steps}: nothing to train; give "
+                         f"--steps above {step} to go on")
+    if not differences:
         return
     if args.override:
-        notes.append(f"note: --override: continuing with {', '.join(diffs)}; the run no "
+        notes.append(f"note: --override: continuing with {listed(differences)}; the run no "
                      "longer matches an uninterrupted one")
         return
+    free = ", ".join(flag for f, flag in FLAGS.items() if f in MAY_CHANGE)
     raise UsageError(
-        f"--resume: these flags differ from the checkpoint's: {', '.join(diffs)}. Give the "
-        f"checkpoint's values to continue the run exactly, or add --override to use the new "
-        f"ones; {', '.join(flag(n) for n in MAY_CHANGE)} may change freely")
-
+        f"--resume: these flags differ from the checkpoint's: {listed(differences)}. Give "
+        f"the checkpoint's values to continue the run exactly, or add --override to use the "
+        f"new ones; {free} may change freely")

@@ -85,7 +85,11 @@ class DataSpec:
         """``{"train", "valid", "test"}`` lists of (source, target) pairs; test may be None."""
         if self.task == "dates":
             from ..data.dates import make_date_splits
-            return dict(make_date_splits(self.n_train, self.n_valid, self.n_test))
+            try:
+                return dict(make_date_splits(self.n_train, self.n_valid, self.n_test))
+            except ValueError as e:               # more held-out days than there are
+                raise JobError("data.n_valid", f"{self.n_valid} (with n_test={self.n_test}): "
+                               f"{e}") from None
         if self.task is not None:
             raise JobError("data.task", f"the built-in task is 'dates', got {self.task!r}")
         if self.corpus is not None:
@@ -102,12 +106,23 @@ class DataSpec:
                 "test": _read("data.test_file", self.test_file) if self.test_file else None}
 
 
+HEADER_NAMES = {"source", "target", "src", "tgt", "input", "output"}
+
+
 def _read(field_name: str, path) -> Pairs:
+    """The file's pairs; a first line of column names (``source<TAB>target``) is not a
+    pair, and a file holding only that is refused."""
     from ..data.corpus import read_parallel
     try:
-        return read_parallel(path)
+        pairs = read_parallel(path)
     except (ValueError, OSError) as e:
         raise JobError(field_name, str(e)) from None
+    if {side.lower() for side in pairs[0]} <= HEADER_NAMES:
+        if len(pairs) == 1:
+            raise JobError(field_name, f"{path} holds only a header line "
+                           f"({pairs[0][0]!r}<TAB>{pairs[0][1]!r}), no sentence pair")
+        pairs = pairs[1:]
+    return pairs
 
 
 PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
@@ -189,7 +204,22 @@ def encode_split(name: str, pairs: Pairs, src_tok: Tokenizer, tgt_tok: Tokenizer
     return kept, ids, len(pairs) - len(kept)
 
 
+def check_max_tokens(max_tokens: int, kept: Dict[str, Any]) -> None:
+    """A batch of ``max_tokens`` must hold the longest training and validation pair: one
+    row needs max(source length, target length + 1) tokens (the target gets BOS or EOS)."""
+    for name in ("train", "valid"):
+        need = max(max(len(s), len(t) + 1) for s, t in kept[name + "_ids"])
+        if need > max_tokens:
+            raise JobError("settings.max_tokens", f"{max_tokens} is below the {need} tokens "
+                           f"the longest {name} pair needs in a batch; give at least {need}")
+
+
+SEED_MAX = 2**32 - 1                  # NumPy's seeds are 32-bit
+
+
 def seed_everything(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise JobError("settings.seed", f"must be an int in [0, {SEED_MAX}], got {seed!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -229,6 +259,7 @@ def prepare(job: TrainJob, *, tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] 
             if dropped:
                 notes.append((f"data.{name}", f"{dropped} of {len(splits[name])} pairs are "
                               f"longer than max_len={config.max_len} tokens and are left out"))
+    check_max_tokens(job.settings.max_tokens, kept)
     settings = replace(job.settings, bleu_tokenize=job.data.bleu_tokenize)
     trainer = Trainer(model, src_tok, tgt_tok, kept["train_ids"], kept["valid"], settings,
                       device, dist, {**(extra or {}), "data": job.data.identity()})
