@@ -185,3 +185,7 @@ def _diagnose_torch_mha(fb: Feedback, ours: MultiHeadAttention, x: torch.Tensor,
     elif torch.allclose(got[:, rows], inverted[:, rows], atol=1e-5):
         fb.fail("mask convention inverted: nn.MultiheadAttention's True means *blocked*; "
                 "pass transformer_lib.masks.to_blocked(mask)")
+
+
+# Exercise 4 (multi-head attention, written by the learner) has its own module.
+from .ex03_multi_head import check_multi_head_attention  # noqa: E402,F401

@@ -206,3 +206,7 @@ def check_encoder_layer_params(fn: Callable[[int, int], int]) -> Feedback:
     check_count(fb, fn, [(32, 64), (48, 200), (512, 2048)], encoder_layer_size,
                 ENCODER_LAYER_MISTAKES)
     return fb
+
+
+# Exercise 4 (an encoder layer assembled by the learner) has its own module.
+from .ex04_encoder_layer import check_encoder_layer  # noqa: E402,F401
