@@ -158,7 +158,7 @@ def test_damaged_weight_bytes_are_refused(tmp_path):
     data[at + 17] ^= 0xFF                     # one flipped byte inside the tensor
     path.write_bytes(bytes(data))
     assert not torch.equal(torch.load(path, weights_only=True)["model"]["w"], MARK)  # loads
-    with pytest.raises(CheckpointError, match=r"c.pt is damaged: its tensors no longer match"):
+    with pytest.raises(CheckpointError, match=r"c.pt is damaged: its contents no longer match"):
         load_checkpoint(path)
 
 

@@ -4,37 +4,55 @@ A checkpoint is a plain dict of tensors and JSON-like values (str, int, float, b
 list, dict), the only things the safe ``weights_only`` unpickler accepts. Random states are
 stored the same way: numpy's as a tensor plus ints, Python's as a list of ints.
 
-Every save adds ``"checksum"``: the SHA-256 of all tensors (names, dtypes, shapes, bytes),
-verified on load, so damaged bytes are refused instead of decoded into garbage. Older
-checkpoints without one still load. A save killed mid-write leaves only a temporary
-``.NAME.*.tmp`` file beside the checkpoint; the next save or resume removes it.
+Every save adds ``"checksum"``: the SHA-256 of every value (tensors by name, dtype, shape and
+bytes; the rest, such as the config and the tokenizers, by name, type and ``repr``), verified
+on load, so damaged bytes are refused in one line instead of decoded into garbage. Files
+whose checksum covers only the tensors (``"sha256:..."``, written before values were
+included) are verified the same way. A file with no checksum at all still loads, with one
+:class:`UncheckedCheckpointWarning` line saying so; ``save_checkpoint(path,
+load_checkpoint(path))`` adds one. A save refuses, naming the key, any value the safe loader
+could not read back (a ``pathlib.Path``, a numpy scalar, an object): such a file could never
+be resumed. A save killed mid-write leaves only a temporary ``.NAME.*.tmp`` file beside the
+checkpoint; the next save or resume removes it.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import pickle
 import random
 import tempfile
+import warnings
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import torch
 
 from ..config import TransformerConfig
 from ..model import Transformer
+from .state_integrity import check_loadable, checksum, tensor_checksum
 
 
 class CheckpointError(ValueError):
     """A file that is not a checkpoint, or one whose bytes were damaged after writing."""
 
 
+class UncheckedCheckpointWarning(UserWarning):
+    """A checkpoint without a checksum: damaged bytes in it cannot be detected."""
+
+
 def save_checkpoint(path, state: Dict[str, Any]) -> None:
     """Write ``state`` and its checksum to ``path`` atomically: a temporary file in the
     same folder, then ``os.replace``. A crash mid-write leaves the previous checkpoint
-    untouched (and a temporary file that the next save removes)."""
+    untouched (and a temporary file that the next save removes). ``state`` must be a dict of
+    values the safe loader reads back (:func:`check_loadable`)."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise TypeError(f"path must be a non-empty str or os.PathLike, got {path!r}")
+    if not isinstance(state, dict):
+        raise TypeError(f"state must be a dict of tensors and plain values, got "
+                        f"{type(state).__name__}")
+    check_loadable(state, "state")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_temporaries(path)
@@ -62,28 +80,6 @@ def remove_temporaries(path) -> list:
     return left
 
 
-def checksum(state: Dict[str, Any]) -> str:
-    """SHA-256 over every tensor of ``state`` (except a stored checksum): its key path,
-    dtype, shape and bytes, in a fixed order."""
-    h = hashlib.sha256()
-    for key, t in _tensors({k: v for k, v in state.items() if k != "checksum"}):
-        t = t.detach().cpu().contiguous()
-        h.update(f"{key}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return "sha256:" + h.hexdigest()
-
-
-def _tensors(value, key: str = "") -> Iterator[Tuple[str, torch.Tensor]]:
-    if isinstance(value, torch.Tensor):
-        yield key, value
-    elif isinstance(value, dict):
-        for k in sorted(value, key=str):
-            yield from _tensors(value[k], f"{key}/{k}")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _tensors(v, f"{key}/{i}")
-
-
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -109,11 +105,25 @@ def load_checkpoint(path, map_location="cpu") -> Dict[str, Any]:
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a checkpoint: it holds a "
                               f"{type(state).__name__}, not a dict")
-    stored = state.pop("checksum", None)           # checkpoints before checksums: none
-    if stored is not None and stored != checksum(state):
-        raise CheckpointError(f"{path} is damaged: its tensors no longer match the checksum "
-                              "written with them; resume from an earlier copy or train again")
+    _verify(state, path)
     return state
+
+
+def _verify(state: Dict[str, Any], path: Path) -> None:
+    """Pop and check the stored checksum; warn (one line) when there is none."""
+    stored = state.pop("checksum", None)
+    if stored is None:                             # written before checksums existed
+        warnings.warn(UncheckedCheckpointWarning(
+            f"{path} carries no checksum, so damaged bytes in it would go unnoticed; "
+            "save_checkpoint(path, load_checkpoint(path)) re-saves it with one"), stacklevel=3)
+        return
+    if isinstance(stored, str) and stored.startswith("sha256-all:"):
+        ok = stored == checksum(state)
+    else:
+        ok = isinstance(stored, str) and stored == tensor_checksum(state)
+    if not ok:
+        raise CheckpointError(f"{path} is damaged: its contents no longer match the checksum "
+                              "written with them; resume from an earlier copy or train again")
 
 
 def rng_state() -> Dict[str, Any]:
@@ -182,11 +192,49 @@ def load_model(path, device="cpu") -> Tuple[Transformer, Any, Any]:
     ckpt = load_checkpoint(path)
     for key in ("config", "model", "src_tokenizer", "tgt_tokenizer"):
         if key not in ckpt:
-            raise ValueError(f"{path} is not a model checkpoint: no {key!r} entry")
-    model = Transformer(TransformerConfig(**ckpt["config"]))
+            raise CheckpointError(f"{path} is not a model checkpoint: no {key!r} entry")
+    model = Transformer(_config(ckpt["config"], path))
+    _check_weights(model, ckpt["model"], path)
     model.load_state_dict(ckpt["model"])          # float16/bfloat16 weights become float32
     model.to(device).eval()
-    return model, tokenizer_from_dict(ckpt["src_tokenizer"]), tokenizer_from_dict(ckpt["tgt_tokenizer"])
+    try:
+        tokenizers = [tokenizer_from_dict(ckpt[k]) for k in ("src_tokenizer", "tgt_tokenizer")]
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its tokenizer cannot be rebuilt: {e}") from None
+    return model, tokenizers[0], tokenizers[1]
+
+
+def _config(config: Any, path) -> TransformerConfig:
+    """The checkpoint's TransformerConfig; CheckpointError for unknown keys or bad values."""
+    known = {f.name for f in dataclasses.fields(TransformerConfig)}
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path}: its config is a {type(config).__name__}, not a dict")
+    unknown = sorted(set(config) - known, key=str)
+    if unknown:
+        raise CheckpointError(f"{path}: its config has keys that TransformerConfig does not "
+                              f"know: {unknown} (known: {sorted(known)})")
+    try:
+        return TransformerConfig(**config)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its config is not valid: {e}") from None
+
+
+def _check_weights(model: Transformer, weights: Any, path) -> None:
+    """CheckpointError (one line) unless ``weights`` has exactly the model's names and shapes."""
+    if not isinstance(weights, dict):
+        raise CheckpointError(f"{path}: its weights are a {type(weights).__name__}, not a dict")
+    expected = model.state_dict()
+    problems = [f"missing {k}" for k in expected if k not in weights]
+    problems += [f"unexpected {k}" for k in weights if k not in expected]
+    problems += [f"{k} is {tuple(weights[k].shape)} in the file, {tuple(v.shape)} for the "
+                 "config" for k, v in expected.items()
+                 if isinstance(weights.get(k), torch.Tensor) and weights[k].shape != v.shape]
+    problems += [f"{k} is a {type(weights[k]).__name__}, not a tensor" for k in expected
+                 if k in weights and not isinstance(weights[k], torch.Tensor)]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise CheckpointError(f"{path}: its weights do not match its config: "
+                              f"{'; '.join(problems[:3])}{more}")
 
 
 SHIPPED = {"dates": "dates.pt", "bible-en-fr": "bible-en-fr.pt"}
