@@ -191,19 +191,23 @@ def test_length_penalty_formula():
     assert gnmt_length_penalty(torch.tensor([1]), 0.6).item() == 1.0  # lp(1) = 1
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(max_len=0), "max_len"), (dict(max_len=2.5), "max_len"), (dict(max_len=1000), "max_len"),
-    (dict(beam_size=0), "beam_size"), (dict(beam_size=True), "beam_size"),
-    (dict(length_penalty=-1.0), "length_penalty"), (dict(eos_id=12), "eos_id"),
-    (dict(bos_id=-1), "bos_id"),
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(max_len=0), ValueError, "max_len must be at least 1, got 0"),
+    (dict(max_len=2.5), TypeError, r"max_len must be an integer, got 2.5 \(float\)"),
+    (dict(max_len=1000), ValueError, r"max_len must be <= the model's positional table"),
+    (dict(beam_size=0), ValueError, "beam_size must be at least 1, got 0"),
+    (dict(beam_size=True), TypeError, r"beam_size must be an integer, got True \(bool\)"),
+    (dict(length_penalty=-1.0), ValueError, r"length_penalty must be in \[0.0, inf\], got -1.0"),
+    (dict(eos_id=12), ValueError, "eos_id must be at most 11, got 12"),
+    (dict(bos_id=-1), ValueError, "bos_id must be at least 0, got -1"),
 ])
-def test_bad_arguments_are_named(kwargs, match):
+def test_bad_arguments_are_named(kwargs, error, match):
     model, src = random_model(0), padded_src(0)
     args = {"max_len": 5, **kwargs}
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         beam_search(model, src, **args)
     if "beam_size" not in kwargs and "length_penalty" not in kwargs:
-        with pytest.raises(ValueError, match=match):
+        with pytest.raises(error, match=match):
             greedy_decode(model, src, **args)
 
 

@@ -15,7 +15,7 @@ from typing import Iterator, Optional
 
 import torch
 
-from .checks import check_token_ids
+from .checks import check_float, check_int, check_token_ids
 from .masks import padding_mask
 
 Tensor = torch.Tensor
@@ -33,13 +33,6 @@ def inference(model) -> Iterator[None]:
         model.train(was_training)
 
 
-def _check_int(value, name: str, low: int, high: Optional[int] = None) -> None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
-    if not ok or (high is not None and value >= high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high})"
-        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
-
-
 def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> None:
     """Clear errors naming the argument, before any computation."""
     if not all(hasattr(model, a) for a in ("encode", "decode", "new_cache", "config")):
@@ -49,12 +42,15 @@ def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) ->
     if src.shape[0] == 0:
         raise ValueError(f"src must hold at least one sequence (B >= 1), got shape "
                          f"{tuple(src.shape)}")
-    _check_int(max_len, "max_len", 1)
+    check_int(max_len, "max_len", 1)
     if max_len > c.max_len:
         raise ValueError(f"max_len must be <= the model's positional table (config.max_len="
                          f"{c.max_len}), got {max_len}")
-    _check_int(bos_id, "bos_id", 0, c.tgt_vocab_size)
-    _check_int(eos_id, "eos_id", 0, c.tgt_vocab_size)
+    check_int(bos_id, "bos_id", 0, c.tgt_vocab_size - 1)
+    check_int(eos_id, "eos_id", 0, c.tgt_vocab_size - 1)
+    if eos_id == c.pad_id:
+        raise ValueError(f"eos_id must differ from the padding id (config.pad_id={c.pad_id}), "
+                         f"got {eos_id}: padding is never produced, so decoding could not stop")
 
 
 def source_memory(model, src: Tensor, src_mask: Optional[Tensor]):
@@ -132,10 +128,8 @@ def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
         src: (B, S) ids -> (B, <= max_len) ids after BOS, pad after EOS.
     """
     _check_inputs(model, src, max_len, bos_id, eos_id)
-    _check_int(beam_size, "beam_size", 1)
-    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) \
-            or length_penalty < 0:
-        raise ValueError(f"length_penalty must be a float >= 0 (alpha), got {length_penalty!r}")
+    check_int(beam_size, "beam_size", 1)
+    check_float(length_penalty, "length_penalty", 0.0)          # alpha: finite, >= 0
     with inference(model):
         memory, src_mask = source_memory(model, src, src_mask)               # (B, S, D)
         beam = Beam(src.shape[0], beam_size, bos_id, eos_id, model.config.pad_id,
@@ -158,6 +152,12 @@ class Beam:
 
     def __init__(self, B: int, K: int, bos_id: int, eos_id: int, pad_id: int,
                  alpha: float, device) -> None:
+        B, K = check_int(B, "B (batch size)", 1), check_int(K, "K (beam size)", 1)
+        for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+            check_int(value, name, 0)
+        if eos_id == pad_id:
+            raise ValueError(f"eos_id must differ from pad_id, got {eos_id} for both")
+        alpha = check_float(alpha, "alpha (length_penalty)", 0.0)
         self.B, self.K, self.eos, self.pad, self.alpha = B, K, eos_id, pad_id, alpha
         self.tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
         self.scores = torch.zeros(B, K, device=device)                       # sum of log-probs
@@ -171,6 +171,11 @@ class Beam:
         Returns the (B*K,) rows of the parents, to reorder the cache with.
         """
         B, K = self.B, self.K
+        if not isinstance(log_probs, Tensor) or log_probs.dim() != 2 \
+                or log_probs.shape[0] != B * K or not log_probs.is_floating_point():
+            got = tuple(log_probs.shape) if isinstance(log_probs, Tensor) else type(log_probs)
+            raise ValueError(f"log_probs must be a float tensor of shape (B*K, V) = ({B * K}, V),"
+                             f" got {got}")
         log_probs = log_probs.view(B, K, -1)                                 # (B, K, V)
         V = log_probs.shape[-1]
         stay = torch.full_like(log_probs[0, 0], float("-inf"))
