@@ -43,6 +43,26 @@ def test_quick_mode_runs_and_prints_its_table(script):
         assert len(rows) == 3 and all(r.rstrip(" |").endswith("yes") for r in rows[1:])
 
 
+def test_time_to_bleu_quick_reports_bleu_per_budget_and_names_the_cpu():
+    """--quick trains the English->French recipe's tiny stand-in through the training
+    command line for a few seconds and scores a handful of test verses."""
+    from transformer_lib.training.precision import cpu_model
+    out = subprocess.run([sys.executable, str(BENCH / "time_to_bleu.py"), "--quick",
+                          "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"8 test verses; CPU: {cpu_model()}" in out.stdout, out.stdout
+    assert "-m transformer_lib.train --corpus bible-en-fr" in out.stdout
+    assert "--time-budget 0.1" in out.stdout
+    lines = [r for r in out.stdout.splitlines() if r.startswith("|")]
+    assert [c.strip() for c in lines[0].strip("|").split("|")] == [
+        "minutes", "steps", "train s", "process s", "BLEU greedy", "BLEU beam 4", "scoring s"]
+    rows = [[c.strip() for c in r.strip("|").split("|")] for r in lines[2:]]
+    assert len(rows) == 1 and rows[0][0] == "0.1", out.stdout
+    assert int(rows[0][1].replace(",", "")) >= 1                           # steps trained
+    for bleu in rows[0][4:6]:
+        assert 0.0 <= float(bleu) <= 100.0
+
+
 def test_isolated_mode_times_each_model_in_its_own_process():
     out = subprocess.run([sys.executable, str(BENCH / "train_throughput.py"), "--quick",
                           "--threads", "1", "--isolated", "--dtypes", "fp32",
