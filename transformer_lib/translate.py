@@ -1,7 +1,14 @@
-"""``python -m transformer_lib.translate``: runs :mod:`transformer_lib.cli.translate`."""
+"""``python -m transformer_lib.translate``: runs :mod:`transformer_lib.cli.translate`, with
+Ctrl-C answered in one line (see :func:`.cli.stopping.run_command`)."""
 import sys
 
-from .cli.translate import main
+from .cli.stopping import run_command
+
+
+def _load():
+    from .cli.translate import main
+    return main
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(_load, "stopped; nothing was translated"))

@@ -19,6 +19,7 @@ import argparse
 import html
 import importlib.util
 import json
+import os
 import re
 import shutil
 import sys
@@ -139,7 +140,14 @@ SECTION = re.compile(r'<h2 id="([^"]+)">(.*?)<a class="anchor-link"', re.S)
 
 
 def check_output(out: Path) -> None:
-    """Refuse an ``out`` that is a file, or a non-empty folder this script did not write."""
+    """Refuse an ``out`` that is a file, or a non-empty folder this script did not write,
+    or a new folder that cannot be made (inside a file, or in a folder not writable)."""
+    if not out.exists():
+        parent = next(p for p in out.absolute().parents if p.exists())
+        if not parent.is_dir():
+            raise ValueError(f"--out: cannot create {out}: {parent} is a file, not a folder")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ValueError(f"--out: cannot create {out}: {parent} is not writable")
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"--out: {out} exists and is not a folder")
@@ -151,9 +159,12 @@ def check_output(out: Path) -> None:
 def prepare_output(out: Path) -> None:
     """Empty ``out`` (checked by ``check_output``) for a new build."""
     check_output(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    try:
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+    except OSError as e:
+        raise ValueError(f"--out: cannot create {out} ({e.strerror})") from None
     (out / MARKER).write_text("written by tools/site/build.py; replaced on each build\n")
 
 

@@ -46,3 +46,32 @@ def folder(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"must name a folder, got {text!r} (use . for the "
                                          "current folder)")
     return Path(text)
+
+
+def device_problem(name: Optional[str]) -> Optional[str]:
+    """Why ``--device name`` cannot run the model on this machine (a sentence naming the
+    flag), or None. Default (None): CUDA when available, else the CPU."""
+    import torch
+
+    from ..training.settings import pick_device
+    try:
+        device = pick_device(name)
+    except (RuntimeError, ValueError) as e:
+        return (f"--device: {name!r} is not a device PyTorch knows "
+                f"({str(e).splitlines()[0]}); use cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            return (f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
+                    f"(torch {torch.__version__}); leave out --device to run on the CPU")
+        if device.index is not None and device.index >= count:
+            return (f"--device {name}: there are {count} CUDA devices (cuda:0 .. "
+                    f"cuda:{count - 1})")
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            return (f"--device {name}: this machine has no Apple GPU (MPS) that PyTorch can "
+                    "use; leave out --device to run on the CPU")
+    elif device.type != "cpu":
+        return (f"--device {name}: the model runs on cpu, cuda[:N] or mps, not on "
+                f"{device.type!r} devices")
+    return None

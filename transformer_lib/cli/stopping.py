@@ -13,7 +13,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -45,6 +45,36 @@ def signals_interrupt() -> Iterator[None]:
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+
+
+def _exit_now(signum, frame) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(exit_code(signum))
+
+
+def run_command(load_main: Callable[[], Callable[[], int]], interrupted: str) -> int:
+    """Run a command line with SIGINT and SIGTERM honoured from its first line.
+
+    ``load_main()`` imports the command and returns its ``main``. A signal that lands
+    before ``main`` handles signals itself (while the modules load) prints
+    ``SIGINT: <interrupted>`` and gives 128 + its number; one that lands once ``main`` has
+    returned (Python's exit handlers) ends the process at once with that code, quietly.
+    """
+    for s in SIGNALS:
+        signal.signal(s, _raise)
+    try:
+        code = load_main()()
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"{signal_name(signum)}: {interrupted}", file=sys.stderr)
+        code = exit_code(signum)
+    for s in SIGNALS:
+        signal.signal(s, _exit_now)
+    return code
 
 
 class GracefulStop:

@@ -15,6 +15,7 @@ from ..training.job import TrainJob
 from ..training.job_resume import MAY_CHANGE, Difference, resume_differences
 from ..training.precision import bf16_problem
 from ..training.trainer import pick_device
+from .args import device_problem
 
 # The job's fields and the flags that set them: the one map from the library's names to the
 # command line's, for building the job (:func:`~.train.job_from`) and naming flags in messages.
@@ -73,32 +74,6 @@ def check_args(p: argparse.ArgumentParser, args) -> Path:
     except UsageError as e:
         p.error(str(e))
     return path
-
-
-def device_problem(name: Optional[str]) -> Optional[str]:
-    """Why ``--device name`` cannot run the model on this machine (a sentence naming the
-    flag), or None. Default (None): CUDA when available, else the CPU."""
-    try:
-        device = pick_device(name)
-    except (RuntimeError, ValueError) as e:
-        return (f"--device: {name!r} is not a device PyTorch knows "
-                f"({str(e).splitlines()[0]}); use cpu, cuda or cuda:N")
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            return (f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
-                    f"(torch {torch.__version__}); leave out --device to run on the CPU")
-        if device.index is not None and device.index >= count:
-            return (f"--device {name}: there are {count} CUDA devices (cuda:0 .. "
-                    f"cuda:{count - 1})")
-    elif device.type == "mps":
-        if not torch.backends.mps.is_available():
-            return (f"--device {name}: this machine has no Apple GPU (MPS) that PyTorch can "
-                    "use; leave out --device to run on the CPU")
-    elif device.type != "cpu":
-        return (f"--device {name}: the model runs on cpu, cuda[:N] or mps, not on "
-                f"{device.type!r} devices")
-    return None
 
 
 def check_device(p: argparse.ArgumentParser, name: Optional[str]) -> torch.device:
