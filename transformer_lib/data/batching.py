@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from ..checks import check_bool, check_int
 from .tokenizers import BOS_ID, EOS_ID, PAD_ID
 
 Example = Tuple[List[int], List[int]]                # (source ids, target ids without specials)
@@ -59,6 +60,7 @@ def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok, max_len: 
                    ) -> Tuple[List[Tuple[str, str]], List[Example]]:
     """The ``(source, target)`` pairs that :func:`fits` ``max_len``, and their ids."""
     ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
+    check_int(max_len, "max_len", 2)
     keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
     return [pairs[i] for i in keep], [ids[i] for i in keep]
 
@@ -71,9 +73,8 @@ def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
     source longer than ``max_len`` or a target longer than ``max_len - 1`` (``tgt_in``
     adds BOS).
     """
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int)
-                                or max_len < 2):
-        raise ValueError(f"max_len must be None or an int >= 2, got {max_len!r}")
+    if max_len is not None:
+        check_int(max_len, "max_len", 2)
     examples = []
     for i, pair in enumerate(pairs):
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
@@ -85,13 +86,42 @@ def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
 
 
 def _check_examples(examples) -> List[Example]:
-    examples = list(examples)
-    for i, ex in enumerate(examples):
-        if not (isinstance(ex, (tuple, list)) and len(ex) == 2):
-            raise TypeError(f"examples[{i}] must be a (src_ids, tgt_ids) pair, got {ex!r}")
-        if len(ex[0]) == 0:
-            raise ValueError(f"examples[{i}] has an empty source")
-    return examples
+    """``examples`` as a list of (src_ids, tgt_ids) lists of non-negative ints."""
+    if isinstance(examples, (str, bytes, torch.Tensor)) or not hasattr(examples, "__iter__"):
+        raise TypeError(f"examples must be a list of (src_ids, tgt_ids) pairs, got "
+                        f"{type(examples).__name__}")
+    return [_check_example(ex, i) for i, ex in enumerate(examples)]
+
+
+def _check_example(ex, i: int) -> Example:
+    if not (isinstance(ex, (tuple, list)) and len(ex) == 2):
+        raise TypeError(f"examples[{i}] must be a (src_ids, tgt_ids) pair, got {ex!r:.80}")
+    src, tgt = (_id_list(ids, f"examples[{i}][{j}]") for j, ids in enumerate(ex))
+    if not src:
+        raise ValueError(f"examples[{i}] has an empty source")
+    return src, tgt
+
+
+def _id_list(ids, name: str) -> List[int]:
+    """A sequence of token ids (list, tuple, 1-D tensor or array) as a list of ints >= 0."""
+    if hasattr(ids, "tolist") and getattr(ids, "ndim", 1) == 1:
+        ids = ids.tolist()
+    if not isinstance(ids, (list, tuple)):
+        raise TypeError(f"{name} must be a list of token ids (int), got {type(ids).__name__}"
+                        f" {ids!r:.40}")
+    bad = [i for i in ids if isinstance(i, bool) or not hasattr(i, "__index__")]
+    if bad:
+        raise TypeError(f"{name} must hold token ids (int >= 0), got {bad[0]!r} "
+                        f"({type(bad[0]).__name__})")
+    ids = [int(i) for i in ids]
+    if ids and min(ids) < 0:
+        raise ValueError(f"{name} must hold token ids (int >= 0), got {min(ids)}")
+    return ids
+
+
+def _check_special_ids(pad_id, bos_id, eos_id) -> None:
+    for name, value in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)):
+        check_int(value, name, 0)
 
 
 def _cost(ex: Example) -> int:
@@ -117,7 +147,10 @@ def _group(examples: List[Example], order: List[int], max_tokens: int) -> List[L
 def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """Rows of ids of different lengths -> one (B, longest) ``torch.long`` tensor, padded
     at the right with ``pad_id``: the one padding function of the series."""
-    rows = [list(r) for r in rows]
+    check_int(pad_id, "pad_id", 0)
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"rows must be a list of lists of token ids, got {type(rows).__name__}")
+    rows = [_id_list(r, f"rows[{i}]") for i, r in enumerate(rows)]
     if not rows:
         raise ValueError("rows is empty: nothing to pad")
     width = max(len(r) for r in rows)
@@ -127,7 +160,17 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tenso
 def make_batch(examples: Sequence[Example], indices: List[int], pad_id: int = PAD_ID,
                bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> Batch:
     """Pad the chosen examples into one :class:`Batch`."""
-    chosen = [examples[i] for i in indices]
+    _check_special_ids(pad_id, bos_id, eos_id)
+    if not hasattr(examples, "__getitem__") or isinstance(examples, (str, bytes)):
+        raise TypeError(f"examples must be a list of (src_ids, tgt_ids) pairs, got "
+                        f"{type(examples).__name__}")
+    if isinstance(indices, (str, bytes)) or not hasattr(indices, "__iter__"):
+        raise TypeError(f"indices must be a list of positions in examples, got "
+                        f"{type(indices).__name__}")
+    indices = [check_int(i, f"indices[{k}]", 0, len(examples) - 1) for k, i in enumerate(indices)]
+    if not indices:
+        raise ValueError("indices is empty: a batch needs at least one example")
+    chosen = [_check_example(examples[i], i) for i in indices]
     src = pad_rows([list(s) for s, _ in chosen], pad_id)                          # (B, S)
     tgt_in = pad_rows([[bos_id] + list(t) for _, t in chosen], pad_id)            # (B, T)
     tgt_out = pad_rows([list(t) + [eos_id] for _, t in chosen], pad_id)           # (B, T)
@@ -145,10 +188,10 @@ def token_batches(examples: Sequence[Example], max_tokens: int, shuffle: bool = 
     With ``shuffle``, ties in length are broken at random and the batch order is shuffled,
     both by ``random.Random(seed)``: pass ``seed + epoch`` for a new order every epoch.
     """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise ValueError(f"max_tokens must be a positive int, got {max_tokens!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    check_int(max_tokens, "max_tokens", 1)
+    check_int(seed, "seed")
+    check_bool(shuffle, "shuffle")
+    _check_special_ids(pad_id, bos_id, eos_id)
     examples = _check_examples(examples)
     if not examples:
         return []

@@ -15,11 +15,18 @@ a checkpoint read with ``torch.load(weights_only=True)``; :func:`tokenizer_from_
 """
 from __future__ import annotations
 
+import json
+import sys
+import warnings
 from typing import Iterable, List, Sequence
+
+from ..checks import check_int
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)                # index in this tuple == id
+MAX_WORD = 10_000          # BPE training: longer runs without a space are cut (time ~ length^2)
+LONG_TRAINING = 5_000_000  # BPE training on more characters than this says what it is doing
 
 
 def _check_texts(texts) -> List[str]:
@@ -84,6 +91,9 @@ class Tokenizer:
     def _wrap(self, ids: List[int], add_bos: bool, add_eos: bool) -> List[int]:
         return [BOS_ID] * bool(add_bos) + ids + [EOS_ID] * bool(add_eos)
 
+    def _check_id(self, i) -> int:
+        return check_int(i, "i", 0, self.vocab_size - 1)
+
     def _check_range(self, ids: List[int]) -> None:
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
@@ -97,10 +107,13 @@ class CharTokenizer(Tokenizer):
 
     def __init__(self, chars: Sequence[str]):
         chars = list(chars)
-        if not all(isinstance(c, str) and len(c) == 1 for c in chars):
-            raise ValueError("chars must be a sequence of single-character strings")
-        if len(set(chars)) != len(chars):
-            raise ValueError("chars must not repeat a character")
+        bad = [c for c in chars if not (isinstance(c, str) and len(c) == 1)]
+        if bad:
+            raise ValueError(f"chars must be a sequence of single-character strings, got "
+                             f"{bad[0]!r}")
+        repeated = sorted({c for c in chars if chars.count(c) > 1})
+        if repeated:
+            raise ValueError(f"chars must not repeat a character, got {repeated[0]!r} twice")
         self.chars = chars
         self._itos = list(SPECIAL_TOKENS) + chars
         self._stoi = {c: i for i, c in enumerate(chars, start=len(SPECIAL_TOKENS))}
@@ -125,7 +138,7 @@ class CharTokenizer(Tokenizer):
         return "".join(self._itos[i] for i in keep)
 
     def id_to_token(self, i: int) -> str:
-        return self._itos[i]
+        return self._itos[self._check_id(i)]
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "chars": list(self.chars)}
@@ -156,17 +169,28 @@ class BPETokenizer(Tokenizer):
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000,
               min_frequency: int = 2) -> "BPETokenizer":
-        """Learn merges on ``texts`` until ``vocab_size`` tokens (specials included)."""
+        """Learn merges on ``texts`` until ``vocab_size`` tokens (specials included).
+
+        Training time grows with the square of the longest "word" (run without a space): a
+        word longer than ``MAX_WORD`` characters is cut into pieces for training, with a
+        warning. On more than ``LONG_TRAINING`` characters, a line on stderr says what is
+        being trained, and the library's progress bars show how far it is.
+        """
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import decoders, models, pre_tokenizers, trainers
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size <= 4:
-            raise ValueError(f"vocab_size must be an int > 4, got {vocab_size!r}")
-        texts = _check_texts(texts)
+        check_int(vocab_size, "vocab_size", len(SPECIAL_TOKENS) + 1)
+        check_int(min_frequency, "min_frequency", 0)
+        texts = _cut_long_words(_check_texts(texts))
+        chars = sum(map(len, texts))
+        if chars > LONG_TRAINING:
+            print(f"training BPE: {vocab_size:,} tokens from {len(texts):,} texts "
+                  f"({chars:,} characters); this can take minutes", file=sys.stderr, flush=True)
         hf = HFTokenizer(models.BPE(unk_token=UNK))
         hf.pre_tokenizer = pre_tokenizers.Metaspace()
         hf.decoder = decoders.Metaspace()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+                                      special_tokens=list(SPECIAL_TOKENS),
+                                      show_progress=chars > LONG_TRAINING)
         hf.train_from_iterator(texts, trainer=trainer)
         return cls(hf)
 
@@ -184,19 +208,66 @@ class BPETokenizer(Tokenizer):
         return self.hf.decode(ids, skip_special_tokens=skip_special)
 
     def id_to_token(self, i: int) -> str:
-        return self.hf.id_to_token(i)
+        return self.hf.id_to_token(self._check_id(i))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "json": self.hf.to_str()}
 
 
+def _cut_long_words(texts: List[str]) -> List[str]:
+    """``texts`` with every run of more than ``MAX_WORD`` non-space characters cut into
+    pieces (separate training texts), and a warning saying how many and where."""
+    out, cut = [], []
+    for i, text in enumerate(texts):
+        if len(text) <= MAX_WORD or all(len(w) <= MAX_WORD for w in text.split()):
+            out.append(text)
+            continue
+        for word in text.split():
+            if len(word) > MAX_WORD:
+                cut.append((len(word), i))
+            out += [word[j:j + MAX_WORD] for j in range(0, len(word), MAX_WORD)]
+    if cut:
+        longest, where = max(cut)
+        warnings.warn(f"texts hold {len(cut)} word(s) longer than {MAX_WORD:,} characters (the "
+                      f"longest: {longest:,}, in texts[{where}]): cut into {MAX_WORD:,}-character"
+                      " pieces for BPE training, whose time grows with the square of a word's "
+                      "length; encoding is not affected", stacklevel=3)
+    return out
+
+
 def tokenizer_from_dict(d: dict) -> Tokenizer:
     """Rebuild a tokenizer from its ``to_dict()`` (dispatch on ``d["kind"]``)."""
     if not isinstance(d, dict) or "kind" not in d:
-        raise TypeError("d must be a dict made by a tokenizer's to_dict(), with a 'kind' key")
+        raise TypeError("d must be a dict made by a tokenizer's to_dict(), with a 'kind' key, "
+                        f"got {type(d).__name__}" + (f" with keys {sorted(d)}" if isinstance(
+                            d, dict) else ""))
+    kinds = {CharTokenizer.kind: "chars", BPETokenizer.kind: "json"}
+    if d["kind"] not in kinds:
+        raise ValueError(f"d['kind'] must be 'char' or 'bpe', got {d['kind']!r}")
+    key = kinds[d["kind"]]
+    if key not in d:
+        raise ValueError(f"d is a {d['kind']!r} tokenizer without its {key!r} key "
+                         f"(keys: {sorted(d)})")
     if d["kind"] == CharTokenizer.kind:
+        if isinstance(d["chars"], str) or not isinstance(d["chars"], (list, tuple)):
+            raise TypeError(f"d['chars'] must be a list of characters, got "
+                            f"{type(d['chars']).__name__}")
         return CharTokenizer(d["chars"])
-    if d["kind"] == BPETokenizer.kind:
-        from tokenizers import Tokenizer as HFTokenizer
-        return BPETokenizer(HFTokenizer.from_str(d["json"]))
-    raise ValueError(f"d['kind'] must be 'char' or 'bpe', got {d['kind']!r}")
+    return BPETokenizer(_hf_from_json(d["json"]))
+
+
+def _hf_from_json(text):
+    """A Hugging Face tokenizer from its JSON; ValueError (one line) for anything else."""
+    from tokenizers import Tokenizer as HFTokenizer
+    if not isinstance(text, str):
+        raise TypeError(f"d['json'] must be a str of the tokenizer's JSON, got "
+                        f"{type(text).__name__}")
+    try:
+        json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"d['json'] is not valid JSON: {e}") from None
+    try:
+        return HFTokenizer.from_str(text)
+    except Exception as e:          # the library raises a bare Exception
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"d['json'] is not a tokenizer's JSON: {reason}") from None
