@@ -331,3 +331,161 @@ def test_jupyterlab_rise_is_installed_for_dev_sh_lab():
     assert version("jupyterlab_rise")
     extension = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "jupyterlab-rise"
     assert (extension / "package.json").is_file(), "JupyterLab would not offer RISE"
+
+
+# --- the plans ----------------------------------------------------------------------------
+
+PLANS = ROOT / "course" / "plans"
+# "§N" and "§N–M" of a notebook (a paper section has a dot: §3.4); "§6 of 07" names its notebook
+SECTION_REF = re.compile(r"§\s?(\d+)(?:\s?[–-]\s?(\d+))?(?!\.\d|\d)(?:\s+of\s+(0[1-9]))?")
+EXERCISE_REF = re.compile(r"\b(?:[Ee]xercises?|Ex\.)\s+(\d+)(?:\s*(?:–|-|and|,)\s*(\d+))?")
+PITFALL_REF = re.compile(r"\b(first|second|third|fourth|fifth|sixth)\s+pitfall|[Pp]itfall\s+(\d)")
+PAPER_REF = re.compile(r"\b(Figure|Table)\s+(\d+)")
+NOTEBOOK_TOKEN = re.compile(r"(?<![\d:.,])(0[1-9])(?![\d:.])")
+OUTSIDE = re.compile(r"LEARNER_NOTEBOOKS|learners?'?\s+(?:mistake|notebook)\s+\d", re.I)
+ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth"]
+
+
+def notebook_facts(name: str) -> dict:
+    """What a plan may refer to in a notebook: its sections, exercises, pitfalls, text."""
+    nb = original(name)
+    markdown = "\n".join(src(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+    sections = {int(n) for n in re.findall(r"^##\s+(\d+)\.", markdown, re.M)}
+    exercise_numbers = {ex.number for ex in build_course.exercises(nb, name)}
+    pitfalls, inside = 0, False
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            inside = "pitfall" in line.lower()
+        elif re.match(r"^#{3,4}\s.*[Pp]itfall", line):
+            pitfalls += 1
+        elif inside and re.match(r"^\*\*[^*]+\*\*", line):
+            pitfalls += 1
+    text = "\n".join(src(c) for c in nb["cells"])
+    return {"sections": sections, "exercises": exercise_numbers, "pitfalls": pitfalls,
+            "text": text}
+
+
+def plan_units(text: str) -> list:
+    """A plan's table rows and paragraphs, each read on its own (a paragraph may wrap)."""
+    units = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = block.splitlines()
+        if any(line.startswith("|") for line in lines):
+            units += lines
+        else:
+            units += [u.replace("\n", " ") for u in re.split(r"\n(?=- |\d+\. )", block)]
+    return units
+
+
+def plan_references(plan: Path) -> list:
+    """(notebook, kind, value, context) for each reference a plan makes."""
+    own = plan.stem[:2] if plan.stem[:2].isdigit() else None
+    found = []
+    for unit in plan_units(plan.read_text(encoding="utf-8")):
+        def notebook_at(pos):
+            if own:
+                named = re.findall(r"notebook\s+(0[1-9])", unit[:pos])
+                return named[-1] if named else own
+            tokens = NOTEBOOK_TOKEN.findall(unit[:pos])
+            return tokens[-1] if tokens else None
+        for m in SECTION_REF.finditer(unit):
+            first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+            for n in range(first, last + 1):
+                found.append((m.group(3) or notebook_at(m.start()), "§", n, unit))
+        for m in EXERCISE_REF.finditer(unit):
+            first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+            numbers = range(first, last + 1) if "–" in m.group(0) or "-" in m.group(0) \
+                else {first, last}
+            for n in numbers:
+                found.append((notebook_at(m.start()), "exercise", n, unit))
+        for m in PITFALL_REF.finditer(unit):
+            n = ORDINALS.index(m.group(1)) + 1 if m.group(1) else int(m.group(2))
+            found.append((notebook_at(m.start()), "pitfall", n, unit))
+        for m in PAPER_REF.finditer(unit):
+            found.append((notebook_at(m.start()), m.group(1), int(m.group(2)), unit))
+    return found
+
+
+def unresolved(plan: Path) -> list:
+    names = {n[:2]: n for n in NOTEBOOKS}
+    facts = {}
+    bad = []
+    for notebook, kind, value, unit in plan_references(plan):
+        candidates = [notebook] if notebook else sorted(names)
+        if kind in ("Figure", "Table"):     # the paper's, shown in a notebook the unit names
+            candidates += re.findall(r"notebook\s+(0[1-9])", unit)
+        ok = False
+        for nb in candidates:
+            f = facts.setdefault(nb, notebook_facts(names[nb]))
+            ok = ok or (value in f["sections"] if kind == "§" else
+                        value in f["exercises"] if kind == "exercise" else
+                        value <= f["pitfalls"] if kind == "pitfall" else
+                        f"{kind} {value}" in f["text"])
+        if not ok:
+            bad.append(f"{notebook or 'any notebook'} {kind} {value}: {unit.strip()[:90]!r}")
+    return bad
+
+
+@pytest.mark.parametrize("plan", sorted(p.name for p in PLANS.glob("*.md")))
+def test_every_reference_of_a_plan_exists_in_its_notebook(plan):
+    path = PLANS / plan
+    assert plan_references(path), f"{plan}: no reference found (is the parser right?)"
+    bad = unresolved(path)
+    assert not bad, f"{plan}: references that its notebook does not have:\n" + "\n".join(bad)
+    outside = OUTSIDE.findall(path.read_text(encoding="utf-8"))
+    assert not outside, f"{plan}: refers to material outside the project: {outside}"
+
+
+def test_plan_reference_parser_reads_ranges_notebooks_and_ordinals(tmp_path):
+    plan = tmp_path / "course_x.md"
+    plan.write_text("| 0:10 | 20 | 02 | §3–4 briefly; §3.5 of the paper | **02 Ex. 1** |\n\n"
+                    "Homework: 01 exercises 2 and\n3, then §6 of 07 and 03's third pitfall.\n")
+    refs = {(nb, kind, n) for nb, kind, n, _ in plan_references(plan)}
+    assert refs == {("02", "§", 3), ("02", "§", 4), ("02", "exercise", 1),
+                    ("01", "exercise", 2), ("01", "exercise", 3), ("07", "§", 6),
+                    ("03", "pitfall", 3)}
+    plan.write_text("| 0:00 | 5 | 01 | §9 and Exercise 7 and the fifth pitfall, Figure 9 |\n")
+    assert len(unresolved(plan)) == 4
+
+
+def minutes(clock: str) -> int:
+    hours, mins = clock.split(":")
+    return int(hours) * 60 + int(mins)
+
+
+def timeline(text: str) -> list:
+    """(start, minutes, row) of each timed table row; '(N min)' in a row adds class work."""
+    rows = []
+    for line in text.splitlines():
+        m = re.match(r"^\|\s*(\d{1,2}:\d\d)\s*\|\s*(\d+)\s*\|", line)
+        if m:
+            extra = sum(int(x) for x in re.findall(r"\((\d+) min\)", line))
+            rows.append((minutes(m.group(1)), int(m.group(2)) + extra, line))
+    return rows
+
+
+@pytest.mark.parametrize("plan", sorted(p.name for p in PLANS.glob("*.md")))
+def test_a_plans_clock_adds_up(plan):
+    text = (PLANS / plan).read_text(encoding="utf-8")
+    rows = timeline(text)
+    assert rows, f"{plan}: no timeline"
+    sessions = [[rows[0]]]
+    for row in rows[1:]:
+        if row[0] < sessions[-1][-1][0]:
+            sessions.append([])                     # a second session starts at 0:00 again
+        sessions[-1].append(row)
+    for session in sessions:
+        for (start, length, line), (following, _, _) in zip(session, session[1:]):
+            assert start + length == following, \
+                f"{plan}: {line.strip()[:60]!r} ends at {start + length}, the next row " \
+                f"starts at {following} (minutes)"
+    ends = [s[-1][0] + s[-1][1] - s[0][0] for s in sessions]
+    if plan == "course_1_day.md":
+        assert sessions[0][0][0] == minutes("09:00") and ends == [8 * 60]
+        teaching = sum(length for _, length, line in rows
+                       if not re.search(r"\|\s*(break|lunch)", line))
+        assert teaching == 390, f"'six and a half hours of teaching', the table has {teaching}"
+    elif plan == "course_2_sessions.md":
+        assert ends == [180, 180]
+    else:
+        assert ends == [90], f"{plan}: a 90-minute session lasts {ends} minutes"
