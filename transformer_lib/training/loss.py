@@ -6,7 +6,25 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..checks import check_float, check_int
+
 Tensor = torch.Tensor
+
+
+def _check_target(target: Tensor, vocab_size: int, ignore_index: Optional[int]) -> None:
+    """target: an integer tensor of class ids in [0, vocab_size)."""
+    if not isinstance(target, Tensor):
+        raise TypeError(f"target must be a tensor of class ids, got {type(target).__name__}")
+    if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
+        raise TypeError(f"target must hold integer class ids (torch.long), got dtype "
+                        f"{target.dtype}")
+    if ignore_index is not None:
+        check_int(ignore_index, "ignore_index", 0, vocab_size - 1)
+    if target.numel():
+        low, high = torch.stack(torch.aminmax(target)).tolist()             # one sync
+        if low < 0 or high >= vocab_size:
+            raise ValueError(f"target holds ids outside the vocabulary [0, {vocab_size}): "
+                             f"min {low}, max {high}")
 
 
 def smoothed_targets(target: Tensor, vocab_size: int, epsilon: float = 0.1,
@@ -22,6 +40,9 @@ def smoothed_targets(target: Tensor, vocab_size: int, epsilon: float = 0.1,
 
     Rows whose target is ``ignore_index`` are all zero (they are not part of the loss).
     """
+    check_int(vocab_size, "vocab_size", 2)
+    epsilon = check_float(epsilon, "epsilon", 0.0, 1.0, max_open=True)
+    _check_target(target, vocab_size, ignore_index)
     K = vocab_size - (ignore_index is not None)
     q = torch.full((*target.shape, vocab_size), epsilon / K)                 # (..., V)
     q = q.to(target.device)
@@ -50,11 +71,16 @@ class LabelSmoothingLoss(nn.Module):
 
     def __init__(self, epsilon: float = 0.1, ignore_index: Optional[int] = 0):
         super().__init__()
-        if not isinstance(epsilon, (int, float)) or not 0.0 <= epsilon < 1.0:
-            raise ValueError(f"epsilon must be a float in [0, 1), got {epsilon!r}")
-        self.epsilon, self.ignore_index = float(epsilon), ignore_index
+        epsilon = check_float(epsilon, "epsilon", 0.0, 1.0, max_open=True)
+        if ignore_index is not None:
+            check_int(ignore_index, "ignore_index", 0)
+        self.epsilon, self.ignore_index = epsilon, ignore_index
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        if not isinstance(logits, Tensor) or not logits.is_floating_point():
+            got = logits.dtype if isinstance(logits, Tensor) else type(logits).__name__
+            raise TypeError(f"logits must be a float tensor (B, T, V), got {got}")
+        _check_target(target, logits.shape[-1], self.ignore_index)
         if logits.shape[:-1] != target.shape:
             raise ValueError(f"logits (B, T, V) and target (B, T) disagree: "
                              f"{tuple(logits.shape)} vs {tuple(target.shape)}")

@@ -2,12 +2,22 @@
 :class:`~transformer_lib.config.TransformerConfig`) and the device to train on."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional, Union
 
 import torch
 
+from ..checks import check_bool, check_choice, check_float, check_int
 from .progress import check_style
+
+SEED_MAX = 2 ** 32 - 1          # numpy's seeds stop here
+
+
+def bleu_tokenizers() -> tuple:
+    """The names sacrebleu accepts as ``tokenize`` (``"13a"``, ``"char"``, ...)."""
+    from sacrebleu.metrics.bleu import _TOKENIZERS
+    return tuple(_TOKENIZERS)
 
 
 @dataclass
@@ -47,18 +57,49 @@ class TrainSettings:
     time_budget: Optional[float] = None
 
     def __post_init__(self) -> None:
+        """Refuse, naming the field, any value training could not honour."""
         for name in ("steps", "max_tokens", "warmup", "average_every"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+            check_int(getattr(self, name), name, 1)
         for name in ("eval_every", "save_every", "average_last"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
-        budget = self.time_budget
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                                   or not budget > 0):
-            raise ValueError(f"time_budget must be None or a positive number of minutes, got "
-                             f"{budget!r}")
+            check_int(getattr(self, name), name, 0)
+        check_int(self.seed, "seed", 0, SEED_MAX)
+        check_float(self.lr_factor, "lr_factor", 0.0, min_open=True)
+        check_float(self.label_smoothing, "label_smoothing", 0.0, 1.0, max_open=True)
+        for name in ("bf16", "verbose"):
+            check_bool(getattr(self, name), name)
+        if self.decode_max_len is not None:
+            check_int(self.decode_max_len, "decode_max_len", 1)
+        if self.eval_limit is not None:
+            check_int(self.eval_limit, "eval_limit", 0)
+        check_choice(self.bleu_tokenize, "bleu_tokenize", bleu_tokenizers())
+        if self.time_budget is not None:
+            check_float(self.time_budget, "time_budget (minutes)", 0.0, min_open=True)
+        if self.checkpoint is not None:       # stored in the checkpoint: a str, never a Path
+            if not isinstance(self.checkpoint, (str, os.PathLike)):
+                raise TypeError(f"checkpoint must be None or a path (str), got "
+                                f"{self.checkpoint!r} ({type(self.checkpoint).__name__})")
+            self.checkpoint = os.fspath(self.checkpoint)
+            if not self.checkpoint:
+                raise ValueError("checkpoint must be None (no checkpoint) or a file path, got ''")
         check_style(self.progress)
+
+
+def check_trainer_arguments(model, src_tok, tgt_tok, settings, extra) -> None:
+    """The :class:`Trainer`'s arguments: TypeError naming the one that is wrong."""
+    from ..model import Transformer
+    from .state_integrity import check_loadable
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
+    if not isinstance(settings, TrainSettings):
+        raise TypeError(f"settings must be a TrainSettings, got {type(settings).__name__}")
+    for name, tok in (("src_tok", src_tok), ("tgt_tok", tgt_tok)):
+        if not all(hasattr(tok, a) for a in ("encode", "decode", "to_dict")):
+            raise TypeError(f"{name} must be a tokenizer (encode, decode, to_dict), got "
+                            f"{type(tok).__name__}")
+    if extra is not None:
+        if not isinstance(extra, dict):
+            raise TypeError(f"extra must be None or a dict, got {type(extra).__name__}")
+        check_loadable(extra, "extra")   # else its checkpoints could never be resumed
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:

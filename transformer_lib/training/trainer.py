@@ -23,7 +23,7 @@ from .metrics import evaluate_translation
 from .precision import bf16_problem
 from .progress import make_progress
 from .schedule import make_optimizer
-from .settings import TrainSettings, pick_device
+from .settings import TrainSettings, check_trainer_arguments, pick_device
 
 Pairs = Sequence[Tuple[str, str]]
 
@@ -39,14 +39,19 @@ class Trainer:
 
     The batches of epoch e are ``token_batches(train_examples, shuffle=True, seed=seed+e)``,
     taken in order; (epoch, position) is saved, so a resumed run sees the very batches,
-    dropout masks and learning rates an uninterrupted one would.
+    dropout masks and learning rates an uninterrupted one would. ``extra`` (the run's own
+    record, saved in every checkpoint) must hold only values the safe loader reads back.
     """
 
     def __init__(self, model: Transformer, src_tok, tgt_tok, train_examples, valid_pairs: Pairs,
                  settings: TrainSettings, device: Optional[str] = None,
                  dist: DistContext = DistContext(), extra: Optional[dict] = None):
         from ..data.batching import encode_fitting
+        check_trainer_arguments(model, src_tok, tgt_tok, settings, extra)
         train_examples = list(train_examples)
+        if not train_examples:
+            raise ValueError("train_examples is empty: nothing to train on (did every pair "
+                             "exceed the model's max_len?)")
         if settings.decode_max_len is None:          # room for the longest target, and then some
             longest = max((len(t) for _, t in train_examples), default=54) + 10
             settings = dataclasses.replace(
@@ -119,7 +124,7 @@ class Trainer:
         model.eval()
         total, tokens = 0.0, 0
         for batch in token_batches(self.valid_examples, s.max_tokens, shuffle=False,
-                                   pad_id=model.config.pad_id):
+                                   pad_id=model.config.pad_id):              # [] if none
             batch = batch.to(self.device)
             with self._autocast():
                 logits = model(batch.src, batch.tgt_in)                     # (B, T, V)
