@@ -14,7 +14,9 @@ class Explorer:
     """Controls above a message line and a figure; ``update()`` redraws from the controls.
 
     ``draw(**values)`` returns ``(figure, message)`` and may raise ``ValueError`` or
-    ``TypeError``: then the error's text becomes the message and the figure is hidden.
+    ``TypeError``: then the error's text becomes the message and the figure is hidden. Any
+    other error is shown the same way, with its type: ``update`` runs in widget callbacks,
+    where a raised error would only leave the figure silently stale.
     """
 
     def __init__(self, name: str, controls: Dict[str, widgets.Widget],
@@ -41,8 +43,9 @@ class Explorer:
             self.image.value = figure_png(fig)
             self.image.layout.display = None
             self.say(text)
-        except (ValueError, TypeError) as err:
-            self.say(str(err), error=True)
+        except Exception as err:         # in a callback, a raised error would be lost
+            known = isinstance(err, (ValueError, TypeError))
+            self.say(str(err) if known else f"{type(err).__name__}: {err}", error=True)
             self.image.layout.display = "none"
         finally:
             self._busy = False

@@ -7,6 +7,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from .. import plotting
+from ..checks import check_int
 from ..masks import causal_mask, combine, padding_mask
 from ..positional import sinusoidal_table
 from .base import Explorer, slider
@@ -20,6 +21,12 @@ def positional_encoding(d_model: int = 64, position: int = 20, dimension: int = 
     """Sliders for d_model, a position and a dimension: the table's heatmap, the chosen
     dimension's (sin, cos) pair against position, and the chosen position's similarity to
     every other against their distance, all redrawn together."""
+    check_int(max_len, "max_len", 1, 10_000)
+    check_int(d_model, "d_model", 8, 512)
+    if d_model % 8:
+        raise ValueError(f"d_model must be a multiple of 8 (the slider's step), got {d_model}")
+    check_int(position, "position", 0, max_len - 1)
+    check_int(dimension, "dimension", 0, d_model - 1)
     controls = {"d_model": slider(d_model, 8, 512, "d_model", step=8),
                 "position": slider(position, 0, max_len - 1, "position"),
                 "dimension": slider(dimension, 0, d_model - 1, "dimension")}
@@ -55,6 +62,11 @@ def masks(src_len: int = 6, tgt_len: int = 5, src_pad: int = 2, tgt_pad: int = 1
     """Sliders for the source and target lengths and how many of their positions are
     padding: the source padding mask, the causal mask, the two combined (decoder
     self-attention) and the cross-attention mask, queries down, keys across."""
+    check_int(longest, "longest", 1, 64)
+    check_int(src_len, "src_len", 1, longest)
+    check_int(tgt_len, "tgt_len", 1, longest)
+    check_int(src_pad, "src_pad", 0, src_len - 1)
+    check_int(tgt_pad, "tgt_pad", 0, tgt_len - 1)
     controls = {"src_len": slider(src_len, 1, longest, "source length"),
                 "src_pad": slider(src_pad, 0, src_len - 1, "source padding"),
                 "tgt_len": slider(tgt_len, 1, longest, "target length"),

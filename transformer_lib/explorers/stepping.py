@@ -7,6 +7,7 @@ import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import torch
 
+from ..checks import check_float, check_int
 from ..decoding import Beam, gnmt_length_penalty, inference, next_log_probs, source_memory
 from .base import Explorer, slider
 from .trained import encode_source, load_for_explorer
@@ -21,7 +22,12 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
     The steps are those of :func:`~transformer_lib.decoding.greedy_decode` and
     :func:`~transformer_lib.decoding.beam_search` (the library's ``Beam``), without a cache.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_int(beam_size, "beam_size", 1, 8)                    # the slider's range
+    check_float(length_penalty, "length_penalty", 0.0)
     model, src_tok, tgt_tok = load_for_explorer(model)
+    check_int(top, "top", 1, tgt_tok.vocab_size)
     controls = {"text": widgets.Text(value=text, description="your input",
                                      continuous_update=False,
                                      style={"description_width": "initial"}),
@@ -44,8 +50,7 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
             + ("; both finished" if stepper.done else ""))
 
     def next_token(_):
-        if "stepper" in state:
-            state["stepper"].step()
+        if "stepper" in state and _reported(explorer, state["stepper"].step):
             explorer.update()
 
     def start_again(_):
@@ -59,11 +64,23 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
     return explorer
 
 
+def _reported(explorer: Explorer, action) -> bool:
+    """Run a button's action; True if it worked, else its error becomes the explorer's
+    message (a button's callback that raises would otherwise do nothing visible)."""
+    try:
+        action()
+        return True
+    except Exception as err:                               # shown, never lost
+        explorer.say(f"{type(err).__name__}: {err}", error=True)
+        return False
+
+
 class StepDecoder:
     """Greedy decoding and beam search on one source, advanced one token per ``step()``."""
 
     def __init__(self, model, src: torch.Tensor, beam_size: int, alpha: float,
                  bos_id: int, eos_id: int, top: int = 5):
+        check_int(top, "top", 1, model.config.tgt_vocab_size)
         self.model, self.eos, self.top, self.steps = model, eos_id, top, 0
         with inference(model):
             self.memory, self.src_mask = source_memory(model, src, None)     # (1, S, D)

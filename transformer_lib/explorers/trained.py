@@ -1,6 +1,7 @@
 """A trained model's attention on the learner's own input (notebooks 07 and 08)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -19,9 +20,17 @@ KINDS = {"encoder self-attention": "encoder", "decoder self-attention": "decoder
 def load_for_explorer(model):
     """(model, src_tokenizer, tgt_tokenizer) from such a tuple, a checkpoint path, the name
     of a shipped checkpoint (``"dates"``, ``"bible-en-fr"``) or None (``"dates"``)."""
-    if isinstance(model, tuple) and len(model) == 3:
-        return model
     from ..training.checkpoint import SHIPPED, load_model
+    if isinstance(model, tuple) and len(model) == 3:
+        if not hasattr(model[0], "config") or not all(
+                hasattr(t, "encode") and hasattr(t, "decode") for t in model[1:]):
+            raise TypeError("model must be (model, src_tokenizer, tgt_tokenizer) as load_model "
+                            f"returns, got ({', '.join(type(m).__name__ for m in model)})")
+        return model
+    if not (model is None or isinstance(model, (str, os.PathLike))):
+        raise TypeError(f"model must be None, a shipped checkpoint's name {sorted(SHIPPED)}, a "
+                        "checkpoint path or (model, src_tokenizer, tgt_tokenizer), got "
+                        f"{model!r:.60} ({type(model).__name__})")
     if model is None or model in SHIPPED:
         return load_model(shipped_checkpoint(model or "dates"))
     path = Path(model)
@@ -59,6 +68,8 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
     ``"bible-en-fr"``) or the ``(model, src_tokenizer, tgt_tokenizer)`` of
     ``training.checkpoint.load_model``.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
     model, src_tok, tgt_tok = load_for_explorer(model)
     c = model.config
     dropdown = dict(style={"description_width": "initial"})
