@@ -228,6 +228,15 @@ def test_bundle_installs_from_the_index_into_a_bare_venv(bundle, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "Everything is ready" in done.stdout
     print(f"fresh install from the index: {time.perf_counter() - start:.0f} s")
+    python = copy / ".venv" / ("Scripts" if sys.platform == "win32" else "bin") / \
+        ("python.exe" if sys.platform == "win32" else "python")
+    ran = run([str(python), "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+               "--output-dir", str(tmp_path), "notebooks/01_embedding.ipynb"], cwd=copy)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    executed = json.loads((tmp_path / "01_embedding.ipynb").read_text(encoding="utf-8"))
+    checks = [o for c in executed["cells"] for o in c.get("outputs", [])
+              if "not yet" in "".join(o.get("text") or o.get("data", {}).get("text/plain", ""))]
+    assert checks, "notebook 01's checks did not run in the fresh venv"
 
 
 # --- the pre-flight check -----------------------------------------------------------------
