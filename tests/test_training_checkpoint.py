@@ -165,7 +165,7 @@ def test_damaged_weight_bytes_are_refused(tmp_path):
 def test_checksum_is_stored_and_stripped_on_load(tmp_path):
     save_checkpoint(tmp_path / "c.pt", {"step": 3, "w": MARK})
     raw = torch.load(tmp_path / "c.pt", weights_only=True)
-    assert raw["checksum"].startswith("sha256:") and len(raw["checksum"]) == 7 + 64
+    assert raw["checksum"].startswith("sha256-all:") and len(raw["checksum"]) == 11 + 64
     assert set(load_checkpoint(tmp_path / "c.pt")) == {"step", "w"}
 
 
@@ -177,11 +177,12 @@ def test_checksum_depends_on_every_tensor_its_name_and_dtype():
     assert base != ckpt_mod.checksum({"a": {"w": MARK}, "b": [torch.tensor([0.0, 1e-30])]})
 
 
-def test_old_checkpoints_without_a_checksum_still_load(tmp_path):
+def test_old_checkpoints_without_a_checksum_still_load_with_a_warning(tmp_path):
     torch.save({"step": 1, "w": MARK}, tmp_path / "old.pt")
-    assert load_checkpoint(tmp_path / "old.pt")["step"] == 1
+    with pytest.warns(ckpt_mod.UncheckedCheckpointWarning, match="old.pt carries no checksum"):
+        assert load_checkpoint(tmp_path / "old.pt")["step"] == 1
     shipped = ROOT / "checkpoints" / "dates.pt"
-    assert "checksum" not in torch.load(shipped, weights_only=True)
+    assert torch.load(shipped, weights_only=True)["checksum"].startswith("sha256-all:")
     assert load_model(shipped)[0].config.d_model > 0
 
 
