@@ -26,6 +26,22 @@ def test_teaching_modules_hold_no_speed_code(name):
     assert not re.search(r"^from \.dropout|^from \.\w+ import .*Dropout", source, re.M)
 
 
+def test_the_speed_package_uses_only_public_names_of_the_lesson():
+    """No underscore name of another module (``._check_inputs``, ``from ..x import _y``) in
+    transformer_lib/fast, and the fast attention overrides only the layer's public hook
+    (``fused_attention``), not its forward pass with a copy of its logic."""
+    for path in sorted((PACKAGE / "fast").glob("*.py")):
+        source = path.read_text()
+        assert not re.findall(r"\._[a-z]\w*", source), path.name
+        assert not re.search(r"^from \.\.\w* import .*\b_[a-z]", source, re.M), path.name
+    overridden = {k for k in vars(FastMultiHeadAttention) if not k.startswith("__")}
+    assert {"forward", "combine"} & overridden == set()
+    assert "fused_attention" in overridden
+    assert "fused_attention" in vars(MultiHeadAttention)      # the hook the lesson offers
+    for name, cls in (("FastFeedForward", FastFeedForward), ("FastDropout", FastDropout)):
+        assert not {k for k in vars(cls) if k.startswith("_") and not k.startswith("__")}, name
+
+
 def test_the_feed_forward_reads_like_the_paper():
     body = inspect.getsource(PositionwiseFeedForward.forward)
     assert "return self.w_2(self.dropout(torch.relu(self.w_1(x))))" in body

@@ -348,7 +348,7 @@ def test_attention_kernel_with_the_causal_flag_and_other_head_counts(attention_c
 
 @needs_mkl
 def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
-    """Weights asked for, a decoding cache, low-precision weights, dropout on the weights in
+    """Weights asked for, a decoding cache's past keys, low-precision weights, dropout on the weights in
     training, a long sequence or no MKL: PyTorch's kernel (or the explicit path), as without
     the switch."""
     torch.manual_seed(2)
@@ -362,7 +362,9 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
 
     assert calls(x) == 1
     assert calls(x, need_weights=True) == 0
-    assert calls(x, cache={}) == 0
+    cache = {}
+    assert calls(x, cache=cache) == 1               # a first step: keys are the projection's
+    assert calls(x[:, :1], cache=cache) == 0        # then past keys, concatenated head by head
     layer.double()
     assert calls(x.double()) == 0                   # float32 only
     layer.float()
@@ -378,7 +380,29 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     monkeypatch.setattr(cpu_kernels, "attention_available", lambda: True)
     accelerate(layer, kernels=False)
     assert calls(x) == 0                            # accelerated without the kernels
-    assert len(attention_calls) == 3
+    assert len(attention_calls) == 4
+
+
+@needs_mkl
+def test_attention_kernel_with_a_decoding_cache_equals_the_plain_layer(attention_calls):
+    """Step-by-step causal self-attention with a key/value cache: the first chunk through
+    the kernel (its keys are the projection's), the next tokens through PyTorch's kernel
+    (the cache's keys), the same outputs as the plain layer's."""
+    torch.manual_seed(5)
+    plain = MultiHeadAttention(16, 4).eval()
+    fast = accelerate(MultiHeadAttention(16, 4), kernels=True).eval()
+    fast.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 7, 16)
+    outputs = []
+    for layer in (plain, fast):
+        cache = {}
+        first, _ = layer(x[:, :5], cache=cache, is_causal=True)
+        rest = [layer(x[:, t:t + 1], cache=cache, is_causal=True)[0] for t in (5, 6)]
+        outputs.append(torch.cat([first, *rest], dim=1))
+    assert len(attention_calls) == 1
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-5)
+    whole, _ = plain(x, is_causal=True)                  # and what the whole sequence gives
+    torch.testing.assert_close(outputs[1], whole, rtol=1e-5, atol=1e-5)
 
 
 @needs_mkl

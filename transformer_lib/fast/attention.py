@@ -6,12 +6,10 @@ import math
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
 from ..attention import MultiHeadAttention, fused_attention
-from ..checks import check_mask
-from ..masks import causal_mask, combine
+from ..masks import causal_mask
 from . import kernels as cpu_kernels
 
 Tensor = torch.Tensor
@@ -38,99 +36,93 @@ def cpu_fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] 
     return fused_attention(q, k, v, mask, dropout_p, is_causal)
 
 
-class _CompiledAttention(torch.autograd.Function):
-    """Attention of all heads from the projections, with the compiled kernel: in fp32, no
-    dropout on the weights.
+class CompiledAttention(torch.autograd.Function):
+    """Attention of all heads with the compiled kernel: in fp32, no dropout on the weights.
 
     The same function as :func:`fused_attention` on the split heads, but the kernel reads
-    each head's queries, keys and values in place from the projections' (B, L, D) outputs
-    and writes the heads' outputs side by side, so no head is split off or merged with a
-    copy; the backward pass writes the gradients into one buffer shaped like the input, so
-    the projection's gradient needs no ``cat``. It keeps the (B, H, T, S) weights for the
-    backward pass, which suits the short sequences it is used for (``MAX_SCORES``).
+    each head's queries, keys and values in place from (B, L, D) tensors with unit stride
+    along D and any row stride (the projections' outputs, or slices of W^Q;W^K;W^V's), and
+    writes the heads' outputs side by side, so no head is split off or merged with a copy.
+    It keeps the (B, H, T, S) weights for the backward pass, which suits the short
+    sequences it is used for (``MAX_SCORES``).
 
-    ``x`` is W^Q;W^K;W^V's output (B, T, 3D) when ``kv`` is None (self-attention), else
-    the queries (B, T, D), with ``kv`` the keys and values (B, S, 2D).
+    ``q``: (B, T, D); ``k``, ``v``: (B, S, D), float32 on the CPU; ``mask``: bool,
+    broadcastable to (B, h, T, S), True = may attend; ``h``: heads. Returns (B, T, D).
     """
 
     @staticmethod
-    def forward(ctx, x, kv, mask, h):
-        q, k, v = _CompiledAttention._split(x, kv)
+    def forward(ctx, q, k, v, mask, h):
         B, T, D = q.shape
         scale = 1.0 / math.sqrt(D // h)
         mask = None if mask is None else mask.expand(B, h, T, k.shape[1])
         out, weights = cpu_kernels.load().attention_forward(q, k, v, mask, h, scale)
-        ctx.save_for_backward(x, kv, weights)
+        ctx.save_for_backward(q, k, v, weights)
         ctx.scale = scale
         return out                                                           # (B, T, D)
 
     @staticmethod
-    def _split(x, kv):
-        if kv is None:
-            return x.chunk(3, dim=-1)
-        return (x, *kv.chunk(2, dim=-1))
-
-    @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        x, kv, weights = ctx.saved_tensors
-        grad_x = torch.empty_like(x)
-        grad_kv = None if kv is None else torch.empty_like(kv)
-        inputs = _CompiledAttention._split(x, kv)
-        grads = _CompiledAttention._split(grad_x, grad_kv)                  # views to fill
-        cpu_kernels.load().attention_backward(grad.contiguous(), *inputs, weights, ctx.scale,
+        q, k, v, weights = ctx.saved_tensors
+        grads = [torch.empty(t.shape, dtype=t.dtype) for t in (q, k, v)]   # (B, L, D) each
+        cpu_kernels.load().attention_backward(grad.contiguous(), q, k, v, weights, ctx.scale,
                                               *grads)
-        return grad_x, grad_kv, None, None
+        return (*grads, None, None)
+
+
+def merged_heads(x: Tensor) -> Optional[Tensor]:
+    """(B, H, L, d_k) heads as the (B, L, H * d_k) tensor they were split from, as a view
+    (no copy); None where the heads are not laid out side by side in memory (the keys of a
+    decoding cache, say, which are concatenated head by head)."""
+    rows = x.transpose(1, 2)                                                 # (B, L, H, d_k)
+    if rows.stride(3) != 1 or rows.stride(2) != x.shape[-1]:
+        return None
+    return rows.flatten(2)                                                   # (B, L, D)
 
 
 class FastMultiHeadAttention(MultiHeadAttention):
-    """:class:`MultiHeadAttention` for CPU training.
+    """:class:`MultiHeadAttention` for CPU training, through its public hook: the layer's
+    ``fused_attention``, which :meth:`MultiHeadAttention.forward` calls with the heads
+    split, is overridden here (:meth:`fused_attention`); the projections, the masks, the
+    input checks and everything else stay the plain module's.
 
-    * ``kernels``: short fp32 sequences go through :class:`_CompiledAttention` (see
+    * ``kernels``: short sequences go through :class:`CompiledAttention` (see
       :meth:`compiled_for`);
-    * the fused path runs in fp32 under CPU autocast (:func:`cpu_fused_attention`).
-
-    Everything else (weights requested, a decoding cache, a GPU) is the plain module.
+    * otherwise the fused path runs in fp32 under CPU autocast (:func:`cpu_fused_attention`).
     """
 
     kernels: bool = False
-    fused_attention = staticmethod(cpu_fused_attention)
 
-    def forward(self, x: Tensor, memory: Optional[Tensor] = None, mask: Optional[Tensor] = None,
-                need_weights: bool = False, cache: Optional[dict] = None,
-                is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        self._check_inputs(x, memory)
-        if self.compiled_for(x, memory, need_weights, cache):
-            return self._compiled(x, memory, mask, is_causal), None
-        return super().forward(x, memory, mask, need_weights, cache, is_causal)
+    def fused_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
+                        dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+        """Attention of the split heads, q: (B, H, T, d_k), k, v: (B, H, S, d_k), as
+        :func:`fused_attention` computes it; through the compiled kernel where it applies."""
+        rows = self.compiled_for(q, k, v, dropout_p)
+        if rows is None:
+            return cpu_fused_attention(q, k, v, mask, dropout_p, is_causal)
+        B, H, T, d_k = q.shape
+        if is_causal:                       # the plain layer passes it with no mask only
+            mask = causal_mask(T, q.device, past=k.shape[2] - T)
+        out = CompiledAttention.apply(*rows, mask, H)                        # (B, T, D)
+        return out.view(B, T, H, d_k).transpose(1, 2)                        # (B, H, T, d_k)
 
-    def compiled_for(self, x: Tensor, memory: Optional[Tensor], need_weights: bool,
-                     cache: Optional[dict]) -> bool:
-        """Whether this call goes through :class:`_CompiledAttention`: ``kernels`` on, fp32
-        inputs and weights (under CPU autocast too: the kernel then works in fp32, as
-        :func:`cpu_fused_attention` does), the fused path, no weights asked for, no dropout
-        on them, no decoding cache, and a short enough sequence."""
-        if not (self.kernels and self.fused and not need_weights and cache is None
-                and (self.dropout == 0.0 or not self.training)
-                and x.device.type == "cpu" and x.dtype == torch.float32
-                and self.in_proj.weight.dtype == torch.float32):
-            return False
-        S = x.shape[1] if memory is None else memory.shape[1]
-        return x.shape[1] * S <= MAX_SCORES and cpu_kernels.attention_available()
-
-    def _compiled(self, x: Tensor, memory: Optional[Tensor], mask: Optional[Tensor],
-                  is_causal: bool) -> Tensor:
-        """The layer's output through the compiled kernel (see :meth:`compiled_for`)."""
-        B, T, _ = x.shape
-        S = T if memory is None else memory.shape[1]
-        check_mask(mask, "mask", (B, self.h, T, S))
-        if is_causal:
-            mask = combine(mask, causal_mask(T, x.device, past=S - T))
-        # .float(): nothing in fp32; under autocast the projections come in bf16/fp16
-        if memory is None:
-            out = _CompiledAttention.apply(self.in_proj(x).float(), None, mask, self.h)
-        else:
-            w_q, b_q, w_kv, b_kv = self._cross_weights()
-            out = _CompiledAttention.apply(F.linear(x, w_q, b_q).float(),
-                                           F.linear(memory, w_kv, b_kv).float(), mask, self.h)
-        return self.out_proj(out)                                            # (B, T, D)
+    def compiled_for(self, q: Tensor, k: Tensor, v: Tensor,
+                     dropout_p: float) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+        """The (B, L, D) fp32 queries, keys and values :class:`CompiledAttention` reads, or
+        None where the compiled kernel does not apply. It applies with ``kernels`` on, on
+        the CPU, with no dropout on the weights, fp32 weights and fp32 inputs (under CPU
+        autocast the projections come in bf16/fp16 and the kernel works on fp32 copies, as
+        :func:`cpu_fused_attention` does), heads that lie side by side in memory (not a
+        decoding cache's past keys) and a short enough sequence. Weights asked for, or a
+        layer built with ``fused=False``, never get here: the plain layer takes its
+        explicit path."""
+        if not (self.kernels and dropout_p == 0.0 and q.device.type == "cpu"
+                and self.in_proj.weight.dtype == torch.float32
+                and (q.dtype == torch.float32 or torch.is_autocast_enabled("cpu"))
+                and q.shape[2] * k.shape[2] <= MAX_SCORES
+                and cpu_kernels.attention_available()):
+            return None
+        rows = [merged_heads(t) for t in (q, k, v)]
+        if any(r is None for r in rows):
+            return None
+        return tuple(r.float() for r in rows)
