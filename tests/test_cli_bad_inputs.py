@@ -69,6 +69,9 @@ TRAIN_CASES = [   # flags added to DATES, what the usage line must say
     (["--device", "meta"], "--device meta: the model runs on cpu, cuda[:N] or mps, not on "
                            "'meta' devices"),
     (["--device", "nope"], "--device: 'nope' is not a device PyTorch knows"),
+    (["--name", ""], "--name must be a file name (the checkpoint goes into --out), got ''"),
+    (["--name", "a/b.pt"], "--name must be a file name (the checkpoint goes into --out), "
+                           "got 'a/b.pt'"),
 ]
 
 

@@ -11,4 +11,4 @@ def _load():
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(_load, "stopped; nothing was translated"))
+    sys.exit(run_command(_load, "stopped; translations not yet written are lost"))

@@ -58,6 +58,9 @@ def check_args(p: argparse.ArgumentParser, args) -> Path:
         path = getattr(args, f"{split}_file")
         if path is not None and not path.is_file():
             p.error(f"{FLAGS[f'data.{split}_file']}: no such file: {path}")
+    if not args.name.strip() or Path(args.name).name != args.name:
+        p.error(f"--name must be a file name (the checkpoint goes into --out), got "
+                f"{args.name!r}")
     if args.override and not args.resume:
         p.error("--override only applies with --resume")
     device = check_device(p, args.device)
