@@ -19,6 +19,7 @@ from transformer_lib.training.trainer import Trainer
 from transformer_lib.training.checkpoint import (CheckpointError, UncheckedCheckpointWarning,
                                                  load_checkpoint, load_model, save_checkpoint)
 from transformer_lib.training.loss import LabelSmoothingLoss, smoothed_targets
+from transformer_lib.training.schedule import make_optimizer, noam_lr
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [("ab", "ba"), ("abc", "cba"), ("ca", "ac"), ("bb", "bb")]
@@ -291,3 +292,16 @@ def test_copy_of_shipped_dates_checkpoint_resaves_identically(tmp_path):
     again = load_checkpoint(copy)
     assert again["extra"] == state["extra"] and all(
         torch.equal(again["model"][k], v) for k, v in state["model"].items())
+
+
+# the learning-rate schedule ----------------------------------------------------------------
+@pytest.mark.parametrize("call, match", [
+    (lambda: noam_lr(1, 64, 10, math.nan), r"^factor must be a finite number, got nan$"),
+    (lambda: noam_lr(1, 64, 10, -1.0), r"^factor must be in \(0.0, inf\], got -1.0$"),
+    (lambda: make_optimizer(torch.nn.Linear(2, 2), 64, 10, math.inf),
+     r"^factor must be a finite number, got inf$"),
+    (lambda: make_optimizer(torch.nn.Linear(2, 2), 64, 0), r"^warmup_steps must be a positive"),
+])
+def test_schedule_bad_input_is_named(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -6,6 +6,8 @@ from typing import Tuple
 import torch
 from torch import nn
 
+from ..checks import check_float
+
 
 def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
     """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)  (Eq. 3).
@@ -17,6 +19,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1
     for name, value in (("step", step), ("d_model", d_model), ("warmup_steps", warmup_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_float(factor, "factor", 0.0, min_open=True)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 
@@ -30,6 +33,7 @@ def make_optimizer(model: nn.Module, d_model: int, warmup_steps: int = 4000,
     ``noam_lr(k + 1)``: call ``scheduler.step()`` once after every ``optimizer.step()``.
     On the CPU and CUDA, Adam runs fused (``fused=True``): the same update, fewer kernels.
     """
+    noam_lr(1, d_model, warmup_steps, factor)          # the same checks, before Adam is built
     params = list(model.parameters())
     fused = all(p.device.type in ("cpu", "cuda") for p in params)
     optimizer = torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.98), eps=1e-9,
