@@ -38,10 +38,11 @@ DEV_TOOLS = {"pytest", "pytest_xdist", "pytest_timeout", "nbval", "ruff", "playw
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    """The kit, built once; its student folder is the bundle."""
-    out = tmp_path_factory.mktemp("kit") / "course"
-    build_course.build(out, log=lambda *args: None)
-    return out / "student", out / f"{student_bundle.BUNDLE_NAME}.zip"
+    """The kit's student folder (the bundle) and its zip, built once as ``build`` does."""
+    out = tmp_path_factory.mktemp("kit")
+    nbs = {p.stem: build_course.read_notebook(p) for p in build_course.course_notebooks()}
+    archive = build_course.build_student(nbs, out, log=lambda *args: None)
+    return out / "student", archive
 
 
 def run(args, **kw):

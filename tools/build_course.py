@@ -338,21 +338,8 @@ def course_notebooks() -> list:
     return [p for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if "appendix" not in p.stem]
 
 
-def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
-    """Build the kit into ``out`` (replaced); return each deck's number of slides."""
-    start = time.perf_counter()
-    paths = course_notebooks()
-    if not paths:
-        raise BuildError(f"no notebooks NN_name.ipynb in {NOTEBOOKS}")
-    nbs = {p.stem: read_notebook(p) for p in paths}
-    if out.exists():
-        if any(out.iterdir()) and not (out / MARKER).exists():
-            raise BuildError(f"{out} exists and is not a kit built by this tool (no {MARKER}); "
-                             "choose a new or empty folder")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    (out / MARKER).write_text("built by tools/build_course.py; replaced by the next build\n")
-
+def build_student(nbs: Dict[str, dict], out: Path, log=print) -> Path:
+    """``out/student/``, the students' bundle, and its zip beside it; return the zip's path."""
     student = out / "student"
     (student / "notebooks").mkdir(parents=True)
     for name, nb in nbs.items():
@@ -368,6 +355,25 @@ def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
     archive = student_bundle.write_zip(student, out / f"{student_bundle.BUNDLE_NAME}.zip")
     log(f"student/: {len(nbs)} notebooks without solutions, with {', '.join(added)}; "
         f"{archive.name} ({archive.stat().st_size / 1e6:.1f} MB)")
+    return archive
+
+
+def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
+    """Build the kit into ``out`` (replaced); return each deck's number of slides."""
+    start = time.perf_counter()
+    paths = course_notebooks()
+    if not paths:
+        raise BuildError(f"no notebooks NN_name.ipynb in {NOTEBOOKS}")
+    nbs = {p.stem: read_notebook(p) for p in paths}
+    if out.exists():
+        if any(out.iterdir()) and not (out / MARKER).exists():
+            raise BuildError(f"{out} exists and is not a kit built by this tool (no {MARKER}); "
+                             "choose a new or empty folder")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / MARKER).write_text("built by tools/build_course.py; replaced by the next build\n")
+
+    build_student(nbs, out, log)
 
     counts = build_slides(nbs, out / "slides")
     log("slides/: " + ", ".join(f"{n} {c}" for n, c in counts.items()) + " slides")

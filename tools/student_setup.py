@@ -115,14 +115,17 @@ def installed(args: argparse.Namespace, bundle: Path) -> bool:
 
 def run(args: argparse.Namespace, bundle: Path) -> int:
     steps = commands(args, bundle)
+    if Path(venv_python(venv_dir(args, bundle), args.system)).exists():
+        steps = steps[1:]                      # the environment exists: reuse it
     if installed(args, bundle):
         print(f"{venv_dir(args, bundle)} is up to date: nothing to install")
         steps = steps[-2:] if not args.no_lab else steps[-1:]
-    for i, command in enumerate(steps):
+    stamp = venv_dir(args, bundle) / STAMP
+    for command in steps:
         print(f"\n$ {show(command, args.system)}", flush=True)
         is_doctor = "transformer_lib.doctor" in command
-        if is_doctor:
-            (venv_dir(args, bundle) / STAMP).write_text(install_hash(bundle) + "\n", encoding="utf-8")
+        if is_doctor:                          # every install step succeeded
+            stamp.write_text(install_hash(bundle) + "\n", encoding="utf-8")
         code = subprocess.call(command, cwd=str(bundle))
         if code and is_doctor:
             print("\nThe check found a problem (above); JupyterLab is not opened.")
@@ -130,7 +133,7 @@ def run(args: argparse.Namespace, bundle: Path) -> int:
         if code:
             print(f"\nThis step failed (exit status {code}); see START_HERE.md, "
                   "'If something goes wrong'.")
-            (venv_dir(args, bundle) / STAMP).unlink(missing_ok=True)
+            stamp.unlink(missing_ok=True)
             return code
     return 0
 
