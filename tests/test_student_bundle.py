@@ -334,3 +334,31 @@ def test_dev_sh_keeps_a_prepared_venv_whose_stamp_is_older(tmp_path):
     (repo / "constraints.txt").touch()                # a new date, the same content
     done = dev_sh(repo)
     assert "Installing" not in done.stdout + done.stderr and stamp.read_text().strip() == written
+
+
+def test_dev_sh_lab_student_opens_the_student_copies_building_them_when_stale(tmp_path):
+    repo = fake_repo(tmp_path)
+    (repo / "venv" / ".installed").write_text("")
+    jupyter = repo / "venv" / "bin" / "jupyter"
+    jupyter.write_text('#!/bin/sh\necho "jupyter $*"\n')
+    jupyter.chmod(0o755)
+    for folder in ("notebooks", "course", "tools"):
+        (repo / folder).mkdir()
+    (repo / "notebooks" / "01_embedding.ipynb").write_text("{}")
+    (repo / "tools" / "build_course.py").write_text(   # stands for the real build
+        "import pathlib, sys\nout = pathlib.Path(sys.argv[2])\n"
+        "(out / 'student' / 'notebooks').mkdir(parents=True, exist_ok=True)\n"
+        "(out / '.course-kit').write_text('built')\nprint('BUILT', *sys.argv[1:])\n")
+    done = run(["bash", "dev.sh", "lab", "--student", "--port", "9999"], cwd=repo,
+               env=dict(os.environ, VENV="venv"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        "BUILT --out build/course", "jupyter lab build/course/student/notebooks/ --port 9999"]
+    done = run(["bash", "dev.sh", "lab", "--student"], cwd=repo, env=dict(os.environ, VENV="venv"))
+    assert done.stdout.strip() == "jupyter lab build/course/student/notebooks/"   # up to date
+    marker = repo / "build" / "course" / ".course-kit"
+    os.utime(marker, (1, 1))                                  # a notebook changed since
+    done = run(["bash", "dev.sh", "lab", "--student"], cwd=repo, env=dict(os.environ, VENV="venv"))
+    assert "BUILT" in done.stdout
+    done = run(["bash", "dev.sh", "lab"], cwd=repo, env=dict(os.environ, VENV="venv"))
+    assert done.stdout.strip() == "jupyter lab notebooks/"
