@@ -159,3 +159,9 @@ def test_no_examples_give_no_batches():
 def test_date_splits_bad_input_is_named(kwargs, error, match):
     with pytest.raises(error, match=match):
         make_date_splits(**kwargs)
+
+
+def test_id_to_token_takes_a_0d_integer_tensor():
+    assert CHAR.id_to_token(torch.tensor(4)) == "a"
+    with pytest.raises(TypeError, match=r"^i must be an integer, got 4.0 \(float\)$"):
+        CHAR.id_to_token(torch.tensor(4.0))

@@ -92,6 +92,8 @@ class Tokenizer:
         return [BOS_ID] * bool(add_bos) + ids + [EOS_ID] * bool(add_eos)
 
     def _check_id(self, i) -> int:
+        if getattr(i, "ndim", None) == 0 and hasattr(i, "item"):      # a 0-d tensor or array
+            i = i.item()
         return check_int(i, "i", 0, self.vocab_size - 1)
 
     def _check_range(self, ids: List[int]) -> None:
