@@ -16,7 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from transformer_lib import Encoder, TransformerConfig, attention
 from transformer_lib.params import count_parameters, ffn_params, formula_counts
 
-from notebook_cells import cells, source
+from notebook_cells import cells, output_text, source
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -89,6 +89,21 @@ def test_additive_hidden_layer_is_d_a_times_the_score_table_and_slower():
     assert t_add > 5 * t_dot                                                 # "much faster"
 
 
+def test_additive_scores_saturate_their_tanh_without_the_scaled_weights():
+    torch.manual_seed(0)
+    stats = {}
+    for d in (64, 1024):
+        q, k = torch.randn(500, 16, d), torch.randn(500, 16, d)
+        for scaled in (True, False):
+            scale = 1 / math.sqrt(d) if scaled else 1.0
+            hidden = torch.tanh(q @ (torch.randn(d, 64) * scale) + k @ (torch.randn(d, 64) * scale))
+            stats[d, scaled] = ((hidden.abs() > 0.99).float().mean().item(),
+                                (1 - hidden ** 2).mean().item())
+    assert all(abs(stats[d, True][0] - 0.06) < 0.005 for d in (64, 1024))   # 6% at both widths
+    assert round(100 * stats[64, False][0], 1) == 81.5 and round(100 * stats[1024, False][0], 1) == 95.3
+    assert round(stats[1024, True][1], 2) == 0.48 and round(stats[1024, False][1], 2) == 0.02
+
+
 # --- notebook 03, section 5: the fully masked row ---------------------------------------
 def test_fully_masked_row_is_nan_with_minus_inf_and_zero_in_the_library():
     q, k, v = torch.randn(2, 4), torch.randn(3, 4), torch.randn(3, 4)
@@ -127,8 +142,9 @@ def test_table3_rows_a_single_head_is_point_nine_bleu_below_the_best():
 
 
 # --- notebook 03, section 9: Table 1, measured ------------------------------------------
-def attention_scores(Q, K):
-    return (Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).softmax(dim=-1)
+def self_attention(Q, K, V):
+    weights = (Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).softmax(dim=-1)
+    return weights @ V, weights
 
 
 def recurrent_layer(X, W, U):
@@ -149,29 +165,38 @@ def slope(ns, costs):
     return np.polyfit(np.log(ns), np.log(costs), 1)[0]
 
 
-def test_counted_flops_and_memory_have_exponents_two_and_one():
-    d, ns = 64, [128, 256, 512]
+def test_counted_flops_cover_both_products_and_cross_at_n_equal_d():
+    d, ns = 64, [64, 128, 256, 512]
     W, U = torch.randn(d, d), torch.randn(d, d)
-    att = [flops(attention_scores, torch.randn(n, d), torch.randn(n, d)) for n in ns]
+    att = [flops(self_attention, *torch.randn(3, n, d)) for n in ns]
     rnn = [flops(recurrent_layer, torch.randn(n, d), W, U) for n in ns]
-    assert att == [2 * n * n * d for n in ns] and rnn == [4 * n * d * d for n in ns]
-    assert att[0] == rnn[0]                                                  # cross at n = 2d
+    assert att == [4 * n * n * d for n in ns] and rnn == [4 * n * d * d for n in ns]
+    assert att[0] == rnn[0] and ns[0] == d                                  # equal at n = d
+    assert all(a > r for a, r in zip(att[1:], rnn[1:]))                     # "cheaper while n < d"
     assert round(slope(ns, att), 2) == 2.00 and round(slope(ns, rnn), 2) == 1.00
-    assert attention_scores(torch.randn(2048, d), torch.randn(2048, d)).nbytes == 16 * 2**20
+    assert self_attention(*torch.randn(3, 2048, d))[1].nbytes == 16 * 2**20   # 16 MiB
     assert 50 * 512 ** 2 / (50 ** 2 * 512) > 10                              # n = 50, d = 512
 
 
-def test_measured_time_exponents_near_two_and_one():
-    d, ns = 64, [128, 256, 512, 1024, 2048]
+def test_stored_flop_table_starts_equal_at_n_equal_d():
+    cell = next(c for c in cells("03_attention.ipynb") if source(c).startswith("def self_attention"))
+    first_row = output_text(cell).splitlines()[1].split()
+    assert first_row == ["64", "1,048,576", "1,048,576", "0.02"]
+    assert "exponents: attention FLOPs 2.00, recurrent FLOPs 1.00" in output_text(cell)
+
+
+def test_measured_time_slopes_and_the_recurrent_layer_slower_beyond_n_equal_d():
+    d, ns = 64, [64, 128, 256, 512, 1024, 2048]
     W, U = torch.randn(d, d) / 8, torch.randn(d, d) / 8
     att, rnn = [], []
     with one_thread():
         for n in ns:
-            Q, K, X = torch.randn(n, d), torch.randn(n, d), torch.randn(n, d)
-            att.append(best_time(lambda: attention_scores(Q, K), 5))
+            Q, K, V, X = torch.randn(4, n, d)
+            att.append(best_time(lambda: self_attention(Q, K, V), 5))
             rnn.append(best_time(lambda: recurrent_layer(X, W, U), 3))
     a, r = slope(ns, att), slope(ns, rnn)
-    assert 1.5 < a < 3.0 and 0.6 < r < 1.7 and a > r + 0.4
+    assert 1.5 < a < 3.2 and 0.6 < r < 1.9 and a > r + 0.3
+    assert all(rt > 3 * at for at, rt in zip(att[:3], rnn[:3]))             # n = d .. 4d
 
 
 # --- notebook 04 ----------------------------------------------------------------------
@@ -223,6 +248,76 @@ def test_gradient_norms_post_norm_level_then_last_layer_almost_three_times():
     assert pre[-1] / pre[0] < 1 and post[-1] / pre[-1] > 3                  # falls; nothing stands out
 
 
+def at_initialisation(init, seed):
+    encoder = tiny_stack(False, seed=seed)
+    for p in encoder.parameters():
+        if init is not None and p.dim() > 1:
+            init(p)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(16, 10, 32, generator=g)
+    attended, w = encoder.layers[0].self_attn(x, need_weights=True)
+    out, _ = encoder(x)
+    F.mse_loss(out, torch.randn(out.shape, generator=g)).backward()
+    grads = [torch.cat([p.grad.flatten() for p in layer.parameters()]).norm().item()
+             for layer in encoder.layers]
+    return grads, (attended.std() / x.std()).item(), w.amax(-1).mean().item()
+
+
+def test_initialisation_scaled_starts_are_level_unit_variance_spreads_a_thousandfold():
+    results = {}
+    for name, init in (("default", None), ("xavier", torch.nn.init.xavier_uniform_),
+                       ("normal", torch.nn.init.normal_)):
+        runs = [at_initialisation(init, seed) for seed in range(3)]
+        results[name] = [torch.tensor([r[k] for r in runs]).mean(0) for k in range(3)]
+    for name in ("default", "xavier"):                      # "within a factor of about three"
+        grads = results[name][0]
+        assert 2.5 < grads.max() / grads.min() < 3.5
+        assert grads[-1] == grads.max()                     # the last layer stands out
+    grads, ratio, top = results["normal"]
+    assert grads.max() / grads.min() > 1000                 # "more than three orders of magnitude"
+    assert round(grads[0].item(), -1) == 350 and round(grads.min().item(), 3) == 0.075
+    assert round(ratio.item(), -1) == 30 and round(top.item(), 2) == 0.96
+    assert round(results["xavier"][1].item(), 2) == 0.25 and round(results["default"][1].item(), 2) == 0.15
+
+
+def test_with_unit_variance_every_sub_layer_output_dwarfs_its_input():
+    encoder = tiny_stack(False)
+    for p in encoder.parameters():
+        if p.dim() > 1:
+            torch.nn.init.normal_(p)
+    h = torch.randn(16, 10, 32)
+    for layer in encoder.layers[:3]:
+        attended = layer.self_attn(h)[0]
+        y = layer.attn_block.norm(h + attended)
+        assert attended.std() / h.std() > 25 and layer.feed_forward(y).std() / y.std() > 25
+        h = layer(h)[0]
+
+
+def test_transformer_init_draws_every_encoder_and_decoder_matrix_from_xavier():
+    from transformer_lib import Transformer
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.tiny(N=1, d_model=64, d_ff=256, h=4))
+    w = model.encoder.layers[0].feed_forward.w_1.weight                      # (256, 64)
+    bound = math.sqrt(6 / (64 + 256))
+    assert w.abs().max() <= bound and w.abs().max() > 0.95 * bound          # U(-a, a)
+    assert abs(w.var().item() / (2 / (64 + 256)) - 1) < 0.1                 # 2 / (n_in + n_out)
+    assert abs(1 / (3 * 64) / (2 / (64 + 64)) - 1 / 3) < 1e-12              # default: a third
+
+
+def test_table3_rows_c_d_model_totals_and_what_width_buys():
+    base = TransformerConfig.base()
+    ours = {D: sum(formula_counts(base.replace(d_model=D)).values()) / 1e6 for D in (256, 1024)}
+    assert round(ours[256], 1) == 26.8 and round(ours[1024], 1) == 163.9
+    assert base.replace(d_model=256).d_k == 32 and base.replace(d_model=1024).d_k == 128
+    paper = {256: (28, 5.75, 24.5), 1024: (168, 4.66, 26.0), "d_ff=4096": (90, 4.75, 26.2)}
+    for D in (256, 1024):
+        assert abs(ours[D] / paper[D][0] - 1) < 0.05                        # a few percent below
+        assert ours[D] < paper[D][0]
+    assert round(168 / 65, 1) == 2.6 and round(26.0 - 25.8, 1) == 0.2
+    assert paper["d_ff=4096"][2] > paper[1024][2] and paper["d_ff=4096"][0] < paper[1024][0]
+    assert round(25.8 - 24.5, 1) == 1.3
+
+
 def test_table3_rows_c_differences_match_the_library_within_a_million():
     base = TransformerConfig.base()
     ours = sum(formula_counts(base).values())
@@ -245,6 +340,14 @@ def test_fixed_slips_stay_fixed():
                     if "solution" in c["metadata"].get("tags", []) and "my_attention" in source(c))
     assert 'float("-inf")' not in solution and "torch.finfo" in solution
     assert "Table 1" in nb03 and "O(n^2 \\cdot d)" in nb03
+    assert "We suspect" in nb03 and "Footnote 4 gives the reason" not in nb03
+    assert "Additive scores do not have this problem" not in nb03
+    assert "$n = 2d" not in nb03 and "$n = d = 64$" in nb03 and "4n^2d" in nb03
+    assert "near 2 and near 1, pulled up" not in nb03
+    shown = [source(c) for c in cells("03_attention.ipynb")] + [source(c) for c in cells("04_encoder.ipynb")]
+    for constructor in ("inspect.getsource(MultiHeadAttention.__init__)",
+                        "inspect.getsource(EncoderLayer)", "inspect.getsource(Transformer.__init__)"):
+        assert any(constructor in text for text in shown), constructor
     nb04 = "".join(source(c) for c in cells("04_encoder.ipynb"))
     assert "notebook 02)" not in nb04 and "True = may attend, notebook 03" in nb04
     for text in (nb03, nb04):
