@@ -13,6 +13,8 @@ import pytest
 import torch
 
 from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.cli import corpus as corpus_cli
+from transformer_lib.cli import export as export_cli
 from transformer_lib.cli import train as train_cli
 from transformer_lib.cli import translate as translate_cli
 from transformer_lib.data.tokenizers import CharTokenizer
@@ -238,6 +240,24 @@ def test_ctrl_c_while_the_command_loads_is_one_line():
     assert result.stderr == "SIGINT: stopped before training wrote a checkpoint\n"
 
 
+def test_the_train_entry_point_honours_ctrl_c_before_main_does():
+    result = run_script("""
+        import runpy
+        from transformer_lib.cli import train
+
+        def main():                                    # a signal before main's own handlers
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+            raise AssertionError("the signal was swallowed")
+
+        train.main = main
+        runpy.run_module("transformer_lib.train", run_name="__main__")
+    """)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr == ("SIGINT: stopped before training wrote a checkpoint; nothing to "
+                             "resume\n")
+
+
 def test_a_signal_at_exit_ends_quietly():
     """A second Ctrl-C that lands while Python runs its exit handlers ends the process at
     once, without 'Exception ignored in atexit callback'."""
@@ -258,6 +278,22 @@ def test_a_signal_at_exit_ends_quietly():
     """)
     assert result.returncode == 130 and result.stdout == "done\n"
     assert result.stderr == ""
+
+
+# --------------------------------------------------------------- corpus and export
+def test_corpus_and_export_refuse_outputs_they_cannot_write(tmp_path, capsys):
+    file = tmp_path / "FILE"
+    file.write_text("x")
+    for out, message in [("", "argument --out: must name a folder, got ''"),
+                         (str(file), f"--out {file} is a file, not a folder"),
+                         (str(file / "sub"), f"--out {file / 'sub'}: cannot create the folder "
+                                             "(Not a directory)")]:
+        assert message in usage_error(capsys, corpus_cli.main, ["bible-en-fr", "--out", out])
+    checkpoint = ROOT / "checkpoints" / "dates.pt"
+    for out, message in [(str(tmp_path), f"out: {tmp_path} is a folder; give the file"),
+                         (str(file / "x.pt"), f"out's folder {file} is a file, not a folder")]:
+        err = usage_error(capsys, export_cli.main, [str(checkpoint), out, "--force"])
+        assert message in err
 
 
 # ------------------------------------------------------------------------ the site

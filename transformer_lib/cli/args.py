@@ -3,6 +3,7 @@ line naming the flag (``argument --seed: must be at most 4294967295, got -1``)."
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -46,6 +47,20 @@ def folder(text: str) -> Path:
         raise argparse.ArgumentTypeError(f"must name a folder, got {text!r} (use . for the "
                                          "current folder)")
     return Path(text)
+
+
+def folder_problem(flag: str, out: Path) -> Optional[str]:
+    """Why ``out`` cannot be (made) a writable folder, naming ``flag``; None once it is one
+    (it is created, with its parents)."""
+    if out.exists() and not out.is_dir():
+        return f"{flag} {out} is a file, not a folder; give a folder"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"{flag} {out}: cannot create the folder ({e.strerror})"
+    if not os.access(out, os.W_OK | os.X_OK):
+        return f"{flag} {out}: the folder is not writable"
+    return None
 
 
 def device_problem(name: Optional[str]) -> Optional[str]:

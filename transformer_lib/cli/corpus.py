@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import List, Optional
 
 from ..data.bible import CORPORA, ENGLISH, CorpusUnavailable, aligned_verses, split_by_chapter
 from ..data.corpus import write_parallel
-from .args import positive_int
+from .args import folder, folder_problem, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m transformer_lib.corpus", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("corpus", choices=CORPORA, help="which corpus")
-    p.add_argument("--out", type=Path, required=True, help="folder for the .tsv files")
+    p.add_argument("--out", type=folder, required=True, help="folder for the .tsv files")
     p.add_argument("--english", choices=sorted(ENGLISH), default="web",
                    help="the English text: World English Bible (web, default) or Bible in "
                         "Basic English (bbe)")
@@ -36,13 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
-    if args.out.exists() and not args.out.is_dir():
-        p.error(f"--out {args.out} is a file, not a folder")
+    problem = folder_problem("--out", args.out)
+    if problem is not None:
+        p.error(problem)
     try:
         verses, dropped = aligned_verses(args.english, args.max_words)
     except CorpusUnavailable as e:
         p.error(str(e))
-    args.out.mkdir(parents=True, exist_ok=True)
     left_out = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "none"
     print(f"{args.corpus} ({args.english} -> Louis Segond 1910): {len(verses)} verse pairs "
           f"(left out: {left_out})")

@@ -15,6 +15,7 @@ from typing import List, Optional
 import torch
 
 from ..training.checkpoint import CheckpointError, export_for_inference
+from .args import folder_problem
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -30,12 +31,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = p.parse_args(argv)
     if not args.checkpoint.is_file():
         p.error(f"checkpoint: no such file: {args.checkpoint}")
+    if args.out.is_dir() or not args.out.name:
+        p.error(f"out: {args.out} is a folder; give the file to write")
+    problem = folder_problem("out's folder", args.out.parent)
+    if problem is not None:
+        p.error(problem)
     if args.out.exists() and not args.force:
         p.error(f"{args.out} already exists: pass --force to overwrite it")
     try:
         export_for_inference(args.checkpoint, args.out, DTYPES[args.dtype])
     except CheckpointError as e:
         p.error(f"checkpoint: {e}")
+    except OSError as e:
+        p.error(f"out: cannot write {args.out} ({e.strerror})")
     size = args.out.stat().st_size / 2**20
     print(f"{args.out}: {size:.1f} MB ({args.dtype} weights and tokenizers, no optimizer state)")
     return 0

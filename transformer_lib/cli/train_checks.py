@@ -5,7 +5,6 @@ flag or file."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -15,7 +14,7 @@ from ..training.job import TrainJob
 from ..training.job_resume import MAY_CHANGE, Difference, resume_differences
 from ..training.precision import bf16_problem
 from ..training.trainer import pick_device
-from .args import device_problem
+from .args import device_problem, folder_problem
 
 # The job's fields and the flags that set them: the one map from the library's names to the
 # command line's, for building the job (:func:`~.train.job_from`) and naming flags in messages.
@@ -89,15 +88,9 @@ def check_device(p: argparse.ArgumentParser, name: Optional[str]) -> torch.devic
 
 def check_out(out: Path, ckpt_path: Path) -> None:
     """--out must be (or become) a writable folder, and --name a file in it."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder: the checkpoint goes to "
-                         f"--out/--name; give a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--out {out}: cannot create the folder ({e.strerror})") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out}: the folder is not writable")
+    problem = folder_problem("--out", out)
+    if problem is not None:
+        raise UsageError(problem)
     if ckpt_path.is_dir():
         raise UsageError(f"--name: {ckpt_path} is a folder, not a checkpoint file")
 
