@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from transformer_lib.data import tokenizers as tok_mod
-from transformer_lib.data.batching import encode_pairs, make_batch, pad_rows, token_batches
+from transformer_lib.data.batching import (encode_fitting, encode_pairs, make_batch, pad_rows,
+                                          token_batches)
 from transformer_lib.data.dates import make_date_splits
 from transformer_lib.data.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 
@@ -130,6 +131,12 @@ def test_long_bpe_training_says_what_it_does(monkeypatch, capfd):
      r"^max_len must be an integer, got True \(bool\)$"),
     (lambda: encode_pairs([("a", "b")], CHAR, CHAR, max_len=1), ValueError,
      r"^max_len must be at least 2, got 1$"),
+    (lambda: encode_pairs([("a", "b"), ("a", 5)], CHAR, CHAR), TypeError,
+     r"^pairs\[1\] must be a \(source, target\) pair of str, got \('a', 5\)$"),
+    (lambda: encode_fitting(["ab"], CHAR, CHAR, 8), TypeError,
+     r"^pairs\[0\] must be a \(source, target\) pair of str, got 'ab'$"),
+    (lambda: encode_fitting("ab", CHAR, CHAR, 8), TypeError,
+     r"^pairs must be a list of \(source, target\) pairs of str, got str$"),
 ], ids=lambda v: "" if callable(v) or isinstance(v, type) else v[:40])
 def test_batching_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match) as info:

@@ -56,11 +56,25 @@ def fits(example: Example, max_len: int) -> bool:
     return len(src) <= max_len and len(tgt) + 1 <= max_len
 
 
+def _check_pairs(pairs) -> List[Tuple[str, str]]:
+    """``pairs`` as a list of (source, target) pairs of str."""
+    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
+        raise TypeError(f"pairs must be a list of (source, target) pairs of str, got "
+                        f"{type(pairs).__name__}")
+    pairs = list(pairs)
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(x, str) for x in pair)):
+            raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got {pair!r:.80}")
+    return pairs
+
+
 def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok, max_len: int
                    ) -> Tuple[List[Tuple[str, str]], List[Example]]:
     """The ``(source, target)`` pairs that :func:`fits` ``max_len``, and their ids."""
-    ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
     check_int(max_len, "max_len", 2)
+    pairs = _check_pairs(pairs)
+    ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
     keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
     return [pairs[i] for i in keep], [ids[i] for i in keep]
 
@@ -76,9 +90,7 @@ def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
     if max_len is not None:
         check_int(max_len, "max_len", 2)
     examples = []
-    for i, pair in enumerate(pairs):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise TypeError(f"pairs[{i}] must be a (source, target) pair, got {pair!r}")
+    for pair in _check_pairs(pairs):
         src, tgt = src_tok.encode(pair[0]), tgt_tok.encode(pair[1])
         if max_len is None or fits((src, tgt), max_len):
             examples.append((src, tgt))
