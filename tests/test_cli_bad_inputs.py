@@ -129,6 +129,16 @@ def test_resume_below_the_checkpoint_step_is_refused(tmp_path, capsys):
     assert load_checkpoint(out / "checkpoint.pt")["settings"]["steps"] == 5
 
 
+def test_training_that_diverges_ends_in_one_line(tmp_path, capsys):
+    out = tmp_path / "r"
+    code = train_cli.main([*DATES, "--steps", "20", "--warmup", "1", "--lr-factor", "1e30",
+                           "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and "Traceback" not in "\n".join(err)
+    assert err[-1].startswith("error: training diverged: loss is nan at step ")
+    assert err[-1].endswith("; no checkpoint was written")
+
+
 # ---------------------------------------------------------------------- translate
 LINES = ["5 March 2021", "03/05/21"]
 

@@ -158,5 +158,14 @@ def failed_save(argv, ckpt_path: Path, trainer, error: OSError) -> int:
     return 1
 
 
+def diverged(ckpt_path: Path, trainer, error: FloatingPointError) -> int:
+    """Training that diverged (the loss is NaN or infinite): one line, no traceback."""
+    saved = trainer.saved_step if trainer is not None else None
+    last = (f"the last complete checkpoint is {ckpt_path} (step {saved})" if saved is not None
+            else "no checkpoint was written")
+    print(f"error: training diverged: {error}; {last}", file=sys.stderr)
+    return 1
+
+
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name

@@ -39,8 +39,8 @@ from ..data.tokenizers import tokenizer_from_dict
 from ..training.job import DataSpec, JobError, ModelSpec, TrainJob
 from ..training.job import prepare as prepare_job
 from ..training.trainer import Trainer, TrainSettings, pick_device
-from .stopping import (GracefulStop, failed_save, resume_command, signals_interrupt, stopped,
-                       stopped_at_once)
+from .stopping import (GracefulStop, diverged, failed_save, resume_command, signals_interrupt,
+                       stopped, stopped_at_once)
 from .train_args import train_parser
 from .train_checks import FLAGS, UsageError, check_args, check_resume, dest, in_flags
 
@@ -188,6 +188,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if "trainer" not in progress:
             raise
         return failed_save(argv, ckpt_path, progress["trainer"], e)
+    except FloatingPointError as e:                 # the loss became NaN or infinite
+        return diverged(ckpt_path, progress.get("trainer"), e)
     if not trainer.dist.is_main:
         return 0
     signum = getattr(trainer, "stop_signal", None)
