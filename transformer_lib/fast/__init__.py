@@ -17,6 +17,11 @@ without changing what it computes, through one entry point::
 * every :class:`~transformer_lib.attention.MultiHeadAttention` becomes
   :class:`~.attention.FastMultiHeadAttention`: fp32 attention under CPU autocast.
 
+Each subclass overrides public methods only: the feed-forward layer's ``forward``, the
+dropout's ``forward``, and attention's ``fused_attention`` (the function the plain
+layer's ``forward`` calls on the split heads; its checks, projections and masks stay the
+lesson's). Nothing here uses an underscore name of a teaching module.
+
 With ``kernels`` (the default where a C++ compiler can build them, :mod:`.kernels`), small
 compiled kernels make the same dropout masks in one pass, run the feed-forward layer as one
 function and attention without copying heads. Results agree with the plain modules up to
