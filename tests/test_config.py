@@ -41,8 +41,12 @@ def test_different_vocabularies_untie_by_default():
     (dict(attn_drop=1.5), "attn_drop"),
     (dict(pad_id=64), "pad_id"),
     (dict(pe_layout="rotary"), "pe_layout"),
-    (dict(N=2.0), "N"),
 ])
 def test_invalid_configs_name_the_argument(changes, argument):
     with pytest.raises(ValueError, match=argument):
         TransformerConfig.tiny(**changes)
+
+
+def test_a_float_size_is_a_type_error():
+    with pytest.raises(TypeError, match=r"N must be an integer, got 2.0 \(float\)"):
+        TransformerConfig.tiny(N=2.0)

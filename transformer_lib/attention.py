@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_attention_inputs, check_mask
+from .checks import (check_attention_inputs, check_bool, check_float, check_int, check_mask,
+                     check_sequence, reads_values)
 from .masks import causal_mask, combine
 
 Tensor = torch.Tensor
@@ -35,6 +36,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
         returns output (..., T_q, d_v) and weights (..., T_q, T_k)
     """
     check_attention_inputs(q, k, v, mask)         # a float mask would be added, not applied
+    check_float(dropout_p, "dropout_p", 0.0, 1.0, max_open=True)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])               # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -54,14 +56,17 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
     tensor. Shapes as in :func:`attention`.
     """
     check_attention_inputs(q, k, v, mask)   # SDPA would add a float mask to the scores
+    check_float(dropout_p, "dropout_p", 0.0, 1.0, max_open=True)
     if is_causal and mask is not None:
         raise ValueError("pass either mask or is_causal=True, not both")
+    if mask is not None and mask.dim() < 2:
+        mask = mask.reshape(1, -1)                          # (T_k,) -> (1, T_k), as SDPA wants
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                          is_causal=is_causal)                # (..., T_q, d_v)
     if mask is not None:
         seen = mask.any(dim=-1, keepdim=True)               # False: a fully masked query row
-        if q.device.type != "cpu" or not seen.all():        # (a check that would wait on a GPU)
-            out = out.masked_fill(~seen, 0.0)               # fully masked rows -> 0
+        if not reads_values(seen) or not seen.all():        # (no check that waits on a GPU
+            out = out.masked_fill(~seen, 0.0)               # or breaks a torch.compile graph)
     return out
 
 
@@ -84,8 +89,12 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.0, fused: bool = True):
         super().__init__()
+        check_int(d_model, "d_model", 1)
+        check_int(h, "h", 1)
         if d_model % h:
             raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
+        check_float(dropout, "dropout", 0.0, 1.0, max_open=True)
+        check_bool(fused, "fused")
         self.d_model, self.h, self.d_k = d_model, h, d_model // h
         self.dropout = dropout
         self.fused = fused
@@ -101,13 +110,15 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = x.shape
         return x.view(B, L, self.h, self.d_k).transpose(1, 2)               # (B, H, L, d_k)
 
-    def _cross_weights(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    def cross_weights(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """W^Q, b^Q and the stacked W^K;W^V, b^K;b^V for cross-attention: queries come from
         x, keys and values from the memory."""
         D = self.d_model
         w_q, w_kv = self.in_proj.weight.split((D, 2 * D))                    # (D, D), (2D, D)
         b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
         return w_q, b_q, w_kv, b_kv
+
+    _cross_weights = cross_weights      # the former name, kept for its callers
 
     def _project(self, x: Tensor, memory: Optional[Tensor],
                  cache: Optional[dict]) -> Tuple[Tensor, Tensor, Tensor]:
@@ -121,7 +132,7 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat((cache["v"], v), dim=2)
                 cache["k"], cache["v"] = k, v
         else:                                                # cross-attention
-            w_q, b_q, w_kv, b_kv = self._cross_weights()
+            w_q, b_q, w_kv, b_kv = self.cross_weights()
             q = F.linear(x, w_q, b_q)                                        # (B, T, D)
             if cache is not None and "k" in cache:           # memory projected once per sequence
                 k, v = cache["k"], cache["v"]
@@ -135,7 +146,7 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                 need_weights: bool = False, cache: Optional[dict] = None,
                 is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        self._check_inputs(x, memory)
+        self.check_inputs(x, memory)
         B, T, D = x.shape
         q, k, v = self._project(x, memory, cache)
         check_mask(mask, "mask", (B, self.h, T, k.shape[2]))
@@ -151,13 +162,13 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, T, D)                           # (B, T, D)
         return self.out_proj(out), (weights if need_weights else None)
 
-    def _check_inputs(self, x: Tensor, memory: Optional[Tensor]) -> None:
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (B, T, {self.d_model}), got {tuple(x.shape)}")
-        if memory is not None and (memory.dim() != 3 or memory.shape[-1] != self.d_model
-                                   or memory.shape[0] != x.shape[0]):
-            raise ValueError(f"memory must have shape ({x.shape[0]}, S, {self.d_model}), "
-                             f"got {tuple(memory.shape)}")
+    def check_inputs(self, x: Tensor, memory: Optional[Tensor]) -> None:
+        """Raise unless x is (B, T, D) and memory None or (B, S, D), both floating-point."""
+        check_sequence(x, "x", self.d_model)
+        if memory is not None:
+            check_sequence(memory, "memory", self.d_model, batch=x.shape[0])
+
+    _check_inputs = check_inputs        # the former name, kept for its callers
 
     def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
         """This layer as a ``torch.nn.MultiheadAttention`` with the same weights, in eval mode

@@ -5,6 +5,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
+from .checks import check_bool, check_choice, check_float, check_int
+
 PE_LAYOUTS = ("interleaved", "concat")
 
 
@@ -49,9 +51,7 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "N", "d_model", "d_ff", "h", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_int(getattr(self, name), name, 1)
         if self.d_model % self.h != 0:
             raise ValueError(
                 f"d_model must be divisible by h (heads): got d_model={self.d_model}, h={self.h}")
@@ -59,21 +59,16 @@ class TransformerConfig:
             raise ValueError(
                 f"d_model must be even for sinusoidal positions (sin/cos pairs), got {self.d_model}")
         for name in ("P_drop", "attn_drop"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be a float in [0, 1), got {value!r}")
-        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(
-                self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(
-                f"pad_id must be an int in [0, vocab size), got {self.pad_id!r}")
+            check_float(getattr(self, name), name, 0.0, 1.0, max_open=True)
+        check_int(self.pad_id, "pad_id", 0, min(self.src_vocab_size, self.tgt_vocab_size) - 1)
+        check_bool(self.norm_first, "norm_first")
+        check_bool(self.tie_embeddings, "tie_embeddings")
         if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "tie_embeddings=True needs src_vocab_size == tgt_vocab_size, got "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size}; pass tie_embeddings=False")
-        if self.pe_layout not in PE_LAYOUTS:
-            raise ValueError(f"pe_layout must be one of {PE_LAYOUTS}, got {self.pe_layout!r}")
-        if not (isinstance(self.layer_norm_eps, float) and self.layer_norm_eps > 0):
-            raise ValueError(f"layer_norm_eps must be a positive float, got {self.layer_norm_eps!r}")
+        check_choice(self.pe_layout, "pe_layout", PE_LAYOUTS)
+        check_float(self.layer_norm_eps, "layer_norm_eps", 0.0, min_open=True)
 
     @property
     def d_k(self) -> int:

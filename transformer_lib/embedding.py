@@ -6,6 +6,8 @@ import math
 import torch
 from torch import nn
 
+from .checks import check_int, check_token_ids
+
 
 class TokenEmbedding(nn.Module):
     """Look up a learned vector per token and multiply it by sqrt(d_model) (§3.4).
@@ -20,6 +22,10 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0):
         super().__init__()
+        check_int(vocab_size, "vocab_size", 1)
+        check_int(d_model, "d_model", 1)
+        if pad_id is not None:
+            check_int(pad_id, "pad_id", 0, vocab_size - 1)
         self.d_model = d_model
         self.scale = math.sqrt(d_model)
         self.lookup = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
@@ -34,4 +40,10 @@ class TokenEmbedding(nn.Module):
         return self.lookup.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        check_token_ids(ids, "ids", self.lookup.num_embeddings)
+        return self.scaled(ids)
+
+    def scaled(self, ids: torch.Tensor) -> torch.Tensor:
+        """The lookup times sqrt(d_model), unchecked: ``Transformer`` checks its ``src`` and
+        ``tgt`` once, where they enter."""
         return self.lookup(ids) * self.scale  # (B, L, D)

@@ -11,9 +11,13 @@ from typing import Optional
 
 import torch
 
+from .checks import check_int, check_mask, check_token_ids
+
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Keys that are not padding: (B, L) ids -> (B, 1, 1, L) bool."""
+    check_token_ids(ids, "ids")
+    check_int(pad_id, "pad_id", 0)
     return (ids != pad_id)[:, None, None, :]                                 # (B, 1, 1, L)
 
 
@@ -24,6 +28,8 @@ def causal_mask(length: int, device: torch.device | str | None = None,
     ``past`` counts positions already decoded (a key/value cache): the T new queries sit
     at positions past .. past + T - 1 and see every earlier key.
     """
+    check_int(length, "length", 0)
+    check_int(past, "past", 0)
     ones = torch.ones(length, past + length, dtype=torch.bool, device=device)
     return torch.tril(ones, diagonal=past)[None, None]                       # (1, 1, T, past+T)
 
@@ -35,6 +41,7 @@ def decoder_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 def combine(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """Logical AND of the masks that are not None (None if all are)."""
+    _check_combinable(masks)
     result = None
     for mask in masks:
         if mask is not None:
@@ -44,4 +51,17 @@ def combine(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
 
 def to_blocked(mask: torch.Tensor) -> torch.Tensor:
     """Convert to ``nn.MultiheadAttention``'s convention, where True means *blocked*."""
+    check_mask(mask, "mask", optional=False)
     return ~mask
+
+
+def _check_combinable(masks: tuple) -> None:
+    """Raise unless every mask is None or bool and together they broadcast."""
+    for i, mask in enumerate(masks):
+        check_mask(mask, f"masks[{i}]")
+    shapes = [tuple(m.shape) for m in masks if m is not None]
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise ValueError(f"masks of shapes {', '.join(map(str, shapes))} do not broadcast "
+                         "to one shape") from None

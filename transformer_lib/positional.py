@@ -6,6 +6,8 @@ import math
 import torch
 from torch import nn
 
+from .checks import check_choice, check_float, check_int, check_sequence
+
 
 def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved",
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -17,10 +19,7 @@ def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved",
     sines first, then all cosines (``[sin | cos]``), a fixed permutation of the columns.
     Computed in float64 and cast to ``dtype``.
     """
-    if d_model % 2:
-        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
-    if layout not in ("interleaved", "concat"):
-        raise ValueError(f"layout must be 'interleaved' or 'concat', got {layout!r}")
+    _check_table(max_len, d_model, layout, dtype)
     pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)            # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)                 # (D/2,)
     inv_freq = torch.exp(-math.log(10000.0) * two_i / d_model)               # 1 / 10000^(2i/D)
@@ -46,6 +45,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.1,
                  layout: str = "interleaved"):
         super().__init__()
+        check_float(dropout, "dropout", 0.0, 1.0, max_open=True)
         self.register_buffer("pe", sinusoidal_table(max_len, d_model, layout), persistent=True)
         self.dropout = nn.Dropout(dropout)
 
@@ -54,6 +54,8 @@ class PositionalEncoding(nn.Module):
         return self.pe.shape[0]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        check_sequence(x, "x", self.pe.shape[1])
+        check_int(offset, "offset", 0)
         length = x.shape[1]
         if offset + length > self.max_len:
             raise ValueError(
@@ -61,3 +63,13 @@ class PositionalEncoding(nn.Module):
                 f"(max_len={self.max_len}); build the model with a larger max_len")
         pe = self.pe[offset:offset + length].to(x.dtype)                      # (L, D)
         return self.dropout(x + pe)                                           # (B, L, D)
+
+
+def _check_table(max_len: int, d_model: int, layout: str, dtype: torch.dtype) -> None:
+    check_int(max_len, "max_len", 1)
+    check_int(d_model, "d_model", 2)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
+    check_choice(layout, "layout", ("interleaved", "concat"))
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
