@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
+from .checks import check_int
 from .config import TransformerConfig
 from .feedforward import PositionwiseFeedForward
 from .residual import ResidualNorm
@@ -24,6 +25,7 @@ class KVCache:
     """
 
     def __init__(self, n_layers: int):
+        check_int(n_layers, "n_layers", 1)
         self.layers: List[Dict[str, dict]] = [{"self": {}, "cross": {}} for _ in range(n_layers)]
 
     @property
@@ -68,24 +70,15 @@ class DecoderLayer(nn.Module):
                 memory_mask: Optional[Tensor] = None, need_weights: bool = False,
                 cache: Optional[Dict[str, dict]] = None, is_causal: bool = False
                 ) -> Tuple[Tensor, Dict[str, Optional[Tensor]]]:
-        weights: Dict[str, Optional[Tensor]] = {}
-
-        def self_attention(y: Tensor) -> Tensor:
-            out, weights["self"] = self.self_attn(
-                y, mask=tgt_mask, need_weights=need_weights,
-                cache=None if cache is None else cache["self"], is_causal=is_causal)
-            return out
-
-        def cross_attention(y: Tensor) -> Tensor:
-            out, weights["cross"] = self.cross_attn(
-                y, memory, mask=memory_mask, need_weights=need_weights,
-                cache=None if cache is None else cache["cross"])
-            return out
-
-        x = self.self_block(x, self_attention)                               # (B, T, D)
-        x = self.cross_block(x, cross_attention)                             # (B, T, D)
+        cache = cache or {"self": None, "cross": None}        # no cache: the whole target
+        x, self_weights = self.self_block(x, self.self_attn, mask=tgt_mask,
+                                          need_weights=need_weights, cache=cache["self"],
+                                          is_causal=is_causal)               # (B, T, D)
+        x, cross_weights = self.cross_block(x, self.cross_attn, memory, mask=memory_mask,
+                                            need_weights=need_weights,
+                                            cache=cache["cross"])            # (B, T, D)
         x = self.ff_block(x, self.feed_forward)                              # (B, T, D)
-        return x, weights
+        return x, {"self": self_weights, "cross": cross_weights}
 
 
 class Decoder(nn.Module):
@@ -106,9 +99,21 @@ class Decoder(nn.Module):
                 memory_mask: Optional[Tensor] = None, need_weights: bool = False,
                 cache: Optional[KVCache] = None, is_causal: bool = False
                 ) -> Tuple[Tensor, List[Dict[str, Optional[Tensor]]]]:
+        if cache is not None:
+            check_cache(cache, len(self.layers))
         weights = []
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.layers[i]
             x, w = layer(x, memory, tgt_mask, memory_mask, need_weights, layer_cache, is_causal)
             weights.append(w)
         return self.norm(x), weights
+
+
+def check_cache(cache: KVCache, n_layers: int) -> None:
+    """A decoding cache must be a KVCache with one entry per decoder layer."""
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache (model.new_cache()), got "
+                        f"{type(cache).__name__}")
+    if len(cache.layers) != n_layers:
+        raise ValueError(f"cache holds {len(cache.layers)} layers but the decoder has "
+                         f"{n_layers}: make it with model.new_cache()")

@@ -32,16 +32,10 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        weights = []
-
-        def self_attention(y: Tensor) -> Tensor:
-            out, w = self.self_attn(y, mask=mask, need_weights=need_weights)
-            weights.append(w)
-            return out
-
-        x = self.attn_block(x, self_attention)                               # (B, S, D)
+        x, weights = self.attn_block(x, self.self_attn, mask=mask,
+                                     need_weights=need_weights)              # (B, S, D)
         x = self.ff_block(x, self.feed_forward)                              # (B, S, D)
-        return x, weights[0]
+        return x, weights
 
 
 class Encoder(nn.Module):

@@ -8,7 +8,7 @@ from torch import nn
 
 from .checks import check_mask, check_token_ids
 from .config import TransformerConfig
-from .decoder import Decoder, KVCache
+from .decoder import Decoder, KVCache, check_cache
 from .embedding import TokenEmbedding
 from .encoder import Encoder
 from .masks import padding_mask
@@ -61,7 +61,7 @@ class Transformer(nn.Module):
 
     def _encode(self, src: Tensor, src_mask: Tensor,
                 need_weights: bool) -> Tuple[Tensor, List]:
-        x = self.positions(self.src_embed(src))                               # (B, S, D)
+        x = self.positions(self.src_embed.scaled(src))                        # (B, S, D)
         return self.encoder(x, src_mask, need_weights)                        # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Optional[Tensor] = None,
@@ -75,22 +75,28 @@ class Transformer(nn.Module):
         keys and values come from the cache, which this call extends.
         """
         c = self.config
-        check_token_ids(tgt, "tgt", c.tgt_vocab_size)
+        self._check_target(tgt, memory, cache)
         if src_mask is None and src is not None:
             check_token_ids(src, "src", c.src_vocab_size)
-            src_mask = self._src_mask(src, None)
+            src_mask = padding_mask(src, c.pad_id)                            # (B, 1, 1, S)
+        check_mask(src_mask, "src_mask", (tgt.shape[0], c.h, 1, memory.shape[1]))
+        logits, weights = self._decode(tgt, memory, src_mask, tgt_mask, cache, need_weights)
+        return (logits, weights) if need_weights else logits
+
+    def _decode(self, tgt: Tensor, memory: Tensor, src_mask: Optional[Tensor],
+                tgt_mask: Optional[Tensor], cache: Optional[KVCache],
+                need_weights: bool) -> Tuple[Tensor, List]:
+        """:meth:`decode` once ``tgt``, ``memory``, ``src_mask`` and ``cache`` are checked."""
+        c = self.config
         B, T = tgt.shape
-        _check_batches(tgt, memory, cache)
-        check_mask(src_mask, "src_mask", (B, c.h, 1, memory.shape[1]))
         offset = 0 if cache is None else cache.length
         if tgt_mask is None and cache is None:
             tgt_mask = padding_mask(tgt, c.pad_id)                            # (B, 1, 1, T)
         check_mask(tgt_mask, "tgt_mask", (B, c.h, T, offset + T))
-        y = self.positions(self.tgt_embed(tgt), offset=offset)                # (B, T, D)
+        y = self.positions(self.tgt_embed.scaled(tgt), offset=offset)         # (B, T, D)
         h, weights = self.decoder(y, memory, tgt_mask, src_mask, need_weights, cache,
                                   is_causal=True)                             # (B, T, D)
-        logits = self.generator(h)                                            # (B, T, V)
-        return (logits, weights) if need_weights else logits
+        return self.generator(h), weights                                     # (B, T, V)
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Optional[Tensor] = None,
                 tgt_mask: Optional[Tensor] = None, need_weights: bool = False
@@ -100,12 +106,13 @@ class Transformer(nn.Module):
         With ``need_weights=True`` also returns ``{"encoder": [...], "decoder_self": [...],
         "decoder_cross": [...]}``, one (B, H, T_q, T_k) tensor per layer.
         """
-        check_token_ids(src, "src", self.config.src_vocab_size)
+        check_token_ids(src, "src", self.config.src_vocab_size)     # each input checked once
         src_mask = self._src_mask(src, src_mask)
         memory, enc_w = self._encode(src, src_mask, need_weights)
+        self._check_target(tgt, memory, None)
+        logits, dec_w = self._decode(tgt, memory, src_mask, tgt_mask, None, need_weights)
         if not need_weights:
-            return self.decode(tgt, memory, src_mask, tgt_mask)
-        logits, dec_w = self.decode(tgt, memory, src_mask, tgt_mask, need_weights=True)
+            return logits
         return logits, {"encoder": enc_w,
                         "decoder_self": [w["self"] for w in dec_w],
                         "decoder_cross": [w["cross"] for w in dec_w]}
@@ -113,6 +120,12 @@ class Transformer(nn.Module):
     def new_cache(self) -> KVCache:
         """An empty key/value cache for incremental decoding with :meth:`decode`."""
         return KVCache(self.config.N)
+
+    def _check_target(self, tgt: Tensor, memory: Tensor, cache: Optional[KVCache]) -> None:
+        check_token_ids(tgt, "tgt", self.config.tgt_vocab_size)
+        if cache is not None:
+            check_cache(cache, self.config.N)
+        _check_batches(tgt, memory, cache)
 
     def _src_mask(self, src: Tensor, src_mask: Optional[Tensor]) -> Tensor:
         """The given source mask, checked, or else the padding mask of ``src``."""
