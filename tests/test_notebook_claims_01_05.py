@@ -132,3 +132,45 @@ def test_table2_training_cost_is_time_times_gpus_times_p100_rate(hours, flops):
 # --- both notebooks: exercises posed before they are checked; figure widths -------------
 
 
+
+
+# --- notebook 05, sections 8 and 9: the date task, one date through the trained model ---
+def test_the_date_task_has_29_formats_in_five_languages():
+    from transformer_lib.data.dates import DATE_FORMATS, LANGUAGES
+    assert len(DATE_FORMATS) == 29
+    languages = set(LANGUAGES) | {f.split("_")[0] for f in DATE_FORMATS if f == "ja"}
+    assert languages == {"en", "fr", "de", "es", "ja"}                      # "five languages"
+
+
+@pytest.fixture(scope="module")
+def walk():
+    from pathlib import Path
+
+    from transformer_lib.decoding import greedy_decode
+    from transformer_lib.training import load_model
+    root = Path(__file__).resolve().parent.parent
+    model, src_tok, tgt_tok = load_model(root / "checkpoints/dates.pt")
+    src = torch.tensor([src_tok.encode("5 mars 2021")])
+    tgt = torch.tensor([[tgt_tok.bos_id]])
+    with torch.no_grad():
+        logits, weights = model(src, tgt, need_weights=True)
+        greedy = tgt_tok.decode(greedy_decode(model, src, max_len=12)[0].tolist())
+    return src, weights["decoder_cross"][0][0, :, 0], logits[0, 0].softmax(-1), tgt_tok, greedy
+
+
+def test_walk_through_numbers(walk):
+    src, cross, probs, tgt_tok, greedy = walk
+    assert src.shape == (1, 11)                                              # "11 ids"
+    year = set(range(7, 11))                                                 # "2021"
+    assert sum(int(h.argmax()) in year for h in cross) == 3                  # "three of the four heads"
+    assert tgt_tok.id_to_token(int(probs.argmax())) == "2"                   # "the next token `2`"
+    assert round(probs.max().item(), 2) == 0.90                              # "with probability 0.90"
+    assert greedy == "2021-03-05"
+
+
+def test_walk_through_prose_states_those_numbers():
+    from notebook_cells import cells, source
+    text = "\n".join(source(c) for c in cells("05_decoder.ipynb"))
+    for fact in ("three of the four\nheads", "with probability 0.90", "29 formats and five languages",
+                 '"5 mars 2021" goes from 11 ids'):
+        assert fact in text, fact
