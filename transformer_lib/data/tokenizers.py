@@ -26,7 +26,7 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)                # index in this tuple == id
 MAX_WORD = 10_000          # BPE training: longer runs without a space are cut (time ~ length^2)
-LONG_TRAINING = 5_000_000  # BPE training on more characters than this says what it is doing
+LONG_TRAINING = 50_000_000  # BPE training on more characters says what it does (~8x the Bible)
 
 
 def _check_texts(texts) -> List[str]:
