@@ -22,8 +22,12 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> float:
     """Corpus BLEU (0-100) with ``sacrebleu.corpus_bleu`` and one reference per sentence.
 
-    ``tokenize="13a"`` is sacrebleu's (WMT) default; ``"char"`` scores characters, the
-    meaningful choice for one-word outputs such as ISO dates.
+    ``tokenize="13a"`` is sacrebleu's (WMT) default. It splits punctuation off, so an ISO date
+    is not one word for it: ``2021-03-05`` becomes five tokens, ``2021 - 03 - 05``, of which
+    the two hyphens are right in every well-formed output and each number is right or wrong
+    as a whole. ``"char"`` scores character n-grams instead, which gives a near miss (one
+    wrong digit) partial credit: the finer choice for short, fixed-format outputs such as
+    dates.
     """
     _check_lengths(hypotheses, references)
     return sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score
