@@ -288,17 +288,19 @@ def test_doctor_flags_a_torch_outside_the_range_and_an_old_python():
     assert not item.ok and item.detail == "3.9.18: too old, 3.10 or newer is needed"
 
 
-def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path):
+def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TRANSFORMER_CHECKPOINTS", "")           # restored after the test
     (tmp_path / "checkpoints").mkdir()
     for name in ("dates.pt", "bible-en-fr.pt"):
         (tmp_path / "checkpoints" / name).write_bytes(b"not a checkpoint")
-    done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(tmp_path)],
-               cwd=tmp_path)
-    assert done.returncode == 1
-    assert re.search(r"PROBLEM +checkpoint dates: .*dates\.pt does not load", done.stdout)
-    done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(tmp_path / "x")])
-    assert done.returncode == 2 and done.stderr.strip().endswith("holds no checkpoints/ folder")
-    assert "Traceback" not in done.stderr
+    assert doctor.main(["--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"PROBLEM +checkpoint dates: .*dates\.pt does not load", out), out
+    assert "-> copy the file again" in out and "1 problem" not in out
+    with pytest.raises(SystemExit) as exit_:
+        doctor.main(["--root", str(tmp_path / "x")])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("holds no checkpoints/ folder")
 
 
 # --- dev.sh's stamp -----------------------------------------------------------------------
