@@ -89,12 +89,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, h: int, dropout: float = 0.0, fused: bool = True):
         super().__init__()
-        check_int(d_model, "d_model", 1)
-        check_int(h, "h", 1)
-        if d_model % h:
-            raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
-        check_float(dropout, "dropout", 0.0, 1.0, max_open=True)
-        check_bool(fused, "fused")
+        _check_arguments(d_model, h, dropout, fused)
         self.d_model, self.h, self.d_k = d_model, h, d_model // h
         self.dropout = dropout
         self.fused = fused
@@ -179,3 +174,12 @@ class MultiHeadAttention(nn.Module):
                              "out_proj.weight": self.out_proj.weight,
                              "out_proj.bias": self.out_proj.bias})
         return ref.to(self.in_proj.weight.device).eval()
+
+
+def _check_arguments(d_model: int, h: int, dropout: float, fused: bool) -> None:
+    check_int(d_model, "d_model", 1)
+    check_int(h, "h", 1)
+    if d_model % h:
+        raise ValueError(f"d_model must be divisible by h, got d_model={d_model}, h={h}")
+    check_float(dropout, "dropout", 0.0, 1.0, max_open=True)
+    check_bool(fused, "fused")

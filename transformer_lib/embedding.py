@@ -22,10 +22,7 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0):
         super().__init__()
-        check_int(vocab_size, "vocab_size", 1)
-        check_int(d_model, "d_model", 1)
-        if pad_id is not None:
-            check_int(pad_id, "pad_id", 0, vocab_size - 1)
+        _check_arguments(vocab_size, d_model, pad_id)
         self.d_model = d_model
         self.scale = math.sqrt(d_model)
         self.lookup = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
@@ -47,3 +44,10 @@ class TokenEmbedding(nn.Module):
         """The lookup times sqrt(d_model), unchecked: ``Transformer`` checks its ``src`` and
         ``tgt`` once, where they enter."""
         return self.lookup(ids) * self.scale  # (B, L, D)
+
+
+def _check_arguments(vocab_size: int, d_model: int, pad_id: int | None) -> None:
+    check_int(vocab_size, "vocab_size", 1)
+    check_int(d_model, "d_model", 1)
+    if pad_id is not None:
+        check_int(pad_id, "pad_id", 0, vocab_size - 1)
