@@ -182,7 +182,8 @@ def test_a_flipped_bit_in_the_shipped_tokenizer_is_refused(tmp_path):
     (dict(lr_factor=math.nan), ValueError, r"^lr_factor must be a finite number, got nan$"),
     (dict(lr_factor=math.inf), ValueError, r"^lr_factor must be a finite number, got inf$"),
     (dict(lr_factor="1"), TypeError, r"^lr_factor must be a number, got '1' \(str\)$"),
-    (dict(eval_limit=-1), ValueError, r"^eval_limit must be at least 0, got -1$"),
+    (dict(eval_limit=-1), ValueError, r"^eval_limit must be at least 1, got -1$"),
+    (dict(eval_limit=0), ValueError, r"^eval_limit must be at least 1, got 0$"),
     (dict(eval_limit=2.5), TypeError, r"^eval_limit must be an integer"),
     (dict(label_smoothing=1.0), ValueError, r"^label_smoothing must be in \[0.0, 1.0\)"),
     (dict(label_smoothing=math.nan), ValueError, r"^label_smoothing must be a finite number"),
@@ -267,6 +268,11 @@ def test_trainer_refuses_at_construction(tmp_path, kwargs, error, match):
     with pytest.raises(error, match=match):
         trainer(tmp_path, **kwargs)
     assert not (tmp_path / "c.pt").exists()
+
+
+def test_no_validation_pair_gives_nan_scores_not_a_crash(tmp_path):
+    scores = trainer(tmp_path, valid_pairs=[]).validate()
+    assert all(math.isnan(scores[k]) for k in ("loss", "exact_match", "bleu"))
 
 
 def test_a_plain_extra_saves_and_resumes(tmp_path):

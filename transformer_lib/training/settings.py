@@ -25,7 +25,7 @@ class TrainSettings:
     """How to train (the model's own sizes live in :class:`TransformerConfig`).
 
     ``eval_every``/``save_every`` = 0: only at the end. ``eval_limit``: validation pairs
-    that are greedy-decoded for exact match and BLEU (the loss uses all of them).
+    that are greedy-decoded for exact match and BLEU (the loss uses all of them; None: all).
     ``average_last`` > 0: the final model is the mean of the weights at the last
     ``average_last`` snapshots, taken every ``average_every`` steps up to ``steps`` (the
     paper's base models average the last 5 checkpoints, §6.1). ``decode_max_len``: the
@@ -70,7 +70,7 @@ class TrainSettings:
         if self.decode_max_len is not None:
             check_int(self.decode_max_len, "decode_max_len", 1)
         if self.eval_limit is not None:
-            check_int(self.eval_limit, "eval_limit", 0)
+            check_int(self.eval_limit, "eval_limit", 1)
         check_choice(self.bleu_tokenize, "bleu_tokenize", bleu_tokenizers())
         if self.time_budget is not None:
             check_float(self.time_budget, "time_budget (minutes)", 0.0, min_open=True)

@@ -131,12 +131,14 @@ class Trainer:
             total += self.criterion(logits, batch.tgt_out).item() * batch.n_tokens
             tokens += batch.n_tokens
         pairs = self.valid_pairs[:s.eval_limit]
-        with self._autocast():
-            scores = evaluate_translation(model, pairs, self.src_tok, self.tgt_tok,
-                                          s.decode_max_len, s.bleu_tokenize, self.device)
+        scores = {"exact_match": math.nan, "bleu": math.nan}     # no validation pair: no score
+        if pairs:
+            with self._autocast():
+                scores = evaluate_translation(model, pairs, self.src_tok, self.tgt_tok,
+                                              s.decode_max_len, s.bleu_tokenize, self.device)
         model.train()
-        return {"loss": total / max(tokens, 1), "exact_match": scores["exact_match"],
-                "bleu": scores["bleu"]}
+        return {"loss": total / tokens if tokens else math.nan,
+                "exact_match": scores["exact_match"], "bleu": scores["bleu"]}
 
     # checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
