@@ -2,8 +2,9 @@
 
 Without a cache every step runs the decoder over the whole prefix again (quadratic work in
 the output length); with :class:`transformer_lib.KVCache` each step feeds only the newest
-token. To make every output exactly the requested length, EOS is set to the padding id,
-which greedy decoding never produces, so decoding never stops early.
+token. To make every output exactly the requested length, the timed loop is
+``greedy_decode``'s with decoding's own step (``transformer_lib.decoding.next_log_probs``)
+but no stop at EOS.
 
     python benchmarks/decode_cache.py            # 32, 128 and 512 tokens
     python benchmarks/decode_cache.py --quick    # smoke test
@@ -14,38 +15,29 @@ import torch
 
 import common
 from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.decoding import inference, next_log_probs, source_memory
 
 
 def decoder_fn(model: Transformer, src: torch.Tensor, length: int, use_cache: bool):
     """A closure producing exactly ``length`` tokens greedily."""
-    pad = model.config.pad_id
-    try:
-        from transformer_lib.decoding import greedy_decode
-    except ImportError:                                   # older checkout: the decode() API
-        greedy_decode = None
-
     def run() -> torch.Tensor:
-        if greedy_decode is not None:                     # EOS = pad: never produced
-            out = greedy_decode(model, src, length, bos_id=1, eos_id=pad, use_cache=use_cache)
-        else:
-            out = manual_greedy(model, src, length, use_cache)
+        out = fixed_length_greedy(model, src, length, use_cache)
         assert out.shape[1] == length, (out.shape, length)
         return out
     return run
 
 
-@torch.no_grad()
-def manual_greedy(model: Transformer, src: torch.Tensor, length: int,
-                  use_cache: bool) -> torch.Tensor:
-    """Greedy decoding through ``model.decode`` (with or without ``new_cache()``)."""
-    memory = model.encode(src)                                                 # (B, S, D)
-    ys = torch.ones(src.shape[0], 1, dtype=torch.long, device=src.device)      # BOS = 1
-    cache = model.new_cache() if use_cache else None
-    for _ in range(length):
-        new = ys[:, -1:] if use_cache else ys
-        logits = model.decode(new, memory, src=src, cache=cache)[:, -1]        # (B, V)
-        logits[:, model.config.pad_id] = float("-inf")
-        ys = torch.cat((ys, logits.argmax(-1, keepdim=True)), dim=1)           # (B, t + 1)
+def fixed_length_greedy(model: Transformer, src: torch.Tensor, length: int,
+                        use_cache: bool) -> torch.Tensor:
+    """``greedy_decode``'s loop with decoding's own step (``next_log_probs``, with or
+    without ``new_cache()``), for exactly ``length`` tokens: no stop at EOS."""
+    with inference(model):
+        memory, src_mask = source_memory(model, src, None)                     # (B, S, D)
+        ys = torch.ones(src.shape[0], 1, dtype=torch.long, device=src.device)  # BOS = 1
+        cache = model.new_cache() if use_cache else None
+        for _ in range(length):
+            token = next_log_probs(model, ys, memory, src_mask, cache).argmax(-1)  # (B,)
+            ys = torch.cat((ys, token[:, None]), dim=1)                        # (B, t + 1)
     return ys[:, 1:]
 
 

@@ -81,7 +81,8 @@ def packed_forward(model: Transformer, src: Tensor, tgt: Tensor) -> Tensor:
 
     def embed(embedding: nn.Module, ids: Tensor, rows: Tensor, length: int) -> Tensor:
         pe = model.positions.pe[rows % length]                   # (n, D): row i is at i % L
-        return model.positions.dropout(embedding(ids.flatten()[rows]) + pe)   # (n, D)
+        tokens = embedding(ids.flatten()[rows][None])[0]        # (n, D): one row of n ids
+        return model.positions.dropout(tokens + pe)                          # (n, D)
 
     x = embed(model.src_embed, src, src_rows, S)
     for layer in model.encoder.layers:
