@@ -196,3 +196,20 @@ def test_memory_of_the_wrong_rank_is_named(tiny):
     model = Transformer(tiny)
     with pytest.raises(ValueError, match=r"memory must have shape \(B, S, D\)"):
         model.decode(torch.ones(2, 1, dtype=torch.long), torch.zeros(2, 5))
+
+
+def test_a_teacher_forced_pass_reads_each_inputs_values_once(tiny, monkeypatch):
+    """src and tgt are range-checked once each (one aminmax), and the source mask is checked
+    once, however many layers and modules they pass through."""
+    import transformer_lib.checks as checks
+    model = Transformer(tiny)
+    reads, mask_checks = [], []
+    aminmax, check_mask = torch.aminmax, checks.check_mask
+    monkeypatch.setattr(torch, "aminmax", lambda t: reads.append(t) or aminmax(t))
+    monkeypatch.setattr("transformer_lib.model.check_mask",
+                        lambda m, name, *a, **k: mask_checks.append(name) or check_mask(
+                            m, name, *a, **k))
+    src, tgt = batch(tiny)
+    model(src, tgt, src_mask=src[:, None, None, :] != 0)
+    assert [r.shape for r in reads] == [src.shape, tgt.shape]
+    assert mask_checks.count("src_mask") == 1
