@@ -73,6 +73,9 @@ def test_kit_has_the_three_folders(kit):
     assert {"course_2_sessions.md", "course_1_day.md", "answer_key.md"} <= plans
     assert (out / "student" / "images" / "transformer_architecture.svg").exists()
     assert (out / "student" / "checkpoints" / "dates.pt").exists()
+    # the student folder is a bundle (tests/test_student_bundle.py checks what it holds)
+    assert (out / "student" / "START_HERE.md").is_file() and (out / "student" / "start.py").is_file()
+    assert (out / "transformer-series-student.zip").is_file()
 
 
 def test_build_refuses_to_replace_a_folder_it_did_not_make(tmp_path):
