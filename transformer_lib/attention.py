@@ -113,8 +113,6 @@ class MultiHeadAttention(nn.Module):
         b_q, b_kv = self.in_proj.bias.split((D, 2 * D))
         return w_q, b_q, w_kv, b_kv
 
-    _cross_weights = cross_weights      # the former name, kept for its callers
-
     def _project(self, x: Tensor, memory: Optional[Tensor],
                  cache: Optional[dict]) -> Tuple[Tensor, Tensor, Tensor]:
         D = self.d_model
@@ -162,8 +160,6 @@ class MultiHeadAttention(nn.Module):
         check_sequence(x, "x", self.d_model)
         if memory is not None:
             check_sequence(memory, "memory", self.d_model, batch=x.shape[0])
-
-    _check_inputs = check_inputs        # the former name, kept for its callers
 
     def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
         """This layer as a ``torch.nn.MultiheadAttention`` with the same weights, in eval mode
