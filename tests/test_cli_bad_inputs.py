@@ -136,7 +136,7 @@ def test_training_that_diverges_ends_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and "Traceback" not in "\n".join(err)
     assert err[-1].startswith("error: training diverged: loss is nan at step ")
-    assert err[-1].endswith("; no checkpoint was written")
+    assert err[-1].endswith("; lower --lr-factor or raise --warmup; no checkpoint was written")
 
 
 # ---------------------------------------------------------------------- translate

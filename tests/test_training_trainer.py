@@ -242,3 +242,12 @@ def test_time_budget_stops_after_the_current_step_with_a_checkpoint(tmp_path):
     assert trainer.saved_step == 1
     with pytest.raises(ValueError, match="time_budget"):
         TrainSettings(time_budget=0)
+
+
+def test_a_diverged_loss_names_the_settings_fields_not_flags(monkeypatch):
+    trainer = make_trainer(steps=3)
+    monkeypatch.setattr(trainer, "train_step", lambda batch: float("nan"))
+    with pytest.raises(FloatingPointError) as e:
+        trainer.fit()
+    assert str(e.value) == ("loss is nan at step 1: lower the settings' lr_factor or raise "
+                            "their warmup")

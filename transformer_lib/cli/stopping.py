@@ -12,6 +12,7 @@ import os
 import shlex
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Callable, Iterator, List, Optional
 
@@ -56,6 +57,11 @@ def _exit_now(signum, frame) -> None:
     os._exit(exit_code(signum))
 
 
+def one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as a command line shows it: one line, no source location."""
+    return f"warning: {message}\n"
+
+
 def run_command(load_main: Callable[[], Callable[[], int]], interrupted: str) -> int:
     """Run a command line with SIGINT and SIGTERM honoured from its first line.
 
@@ -66,6 +72,7 @@ def run_command(load_main: Callable[[], Callable[[], int]], interrupted: str) ->
     """
     for s in SIGNALS:
         signal.signal(s, _raise)
+    warnings.formatwarning = one_line_warning
     try:
         code = load_main()()
     except KeyboardInterrupt as e:
@@ -163,7 +170,9 @@ def diverged(ckpt_path: Path, trainer, error: FloatingPointError) -> int:
     saved = trainer.saved_step if trainer is not None else None
     last = (f"the last complete checkpoint is {ckpt_path} (step {saved})" if saved is not None
             else "no checkpoint was written")
-    print(f"error: training diverged: {error}; {last}", file=sys.stderr)
+    what = str(error).split(":")[0]                 # "loss is nan at step N"
+    print(f"error: training diverged: {what}; lower --lr-factor or raise --warmup; {last}",
+          file=sys.stderr)
     return 1
 
 

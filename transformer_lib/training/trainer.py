@@ -212,7 +212,7 @@ class Trainer:
             loss = self.train_step(self.next_batch())
             if not math.isfinite(loss):
                 raise FloatingPointError(f"loss is {loss} at step {self.step + 1}: lower "
-                                         "--lr-factor or raise --warmup")
+                                         "the settings' lr_factor or raise their warmup")
             self.step += 1
             self._log(step=self.step, loss=loss, lr=lr)
             bar.update(1)
