@@ -259,14 +259,13 @@ class Block:
         if name == "torch" or name.startswith("torch."):
             raise ModuleNotFoundError("No module named 'torch'", name="torch")
 sys.meta_path.insert(0, Block())
-sys.argv = ["doctor.py"]
-runpy.run_path({path!r}, run_name="__main__")
+sys.argv = ["doctor"]
+runpy.run_module("transformer_lib.doctor", run_name="__main__", alter_sys=True)
 """
 
 
 def test_doctor_names_the_problem_when_pytorch_is_missing(tmp_path):
-    code = BLOCK_TORCH.format(path=str(ROOT / "transformer_lib" / "doctor.py"))
-    done = run([sys.executable, "-c", code], cwd=tmp_path)
+    done = run([sys.executable, "-c", BLOCK_TORCH], cwd=tmp_path)    # python -m, torch blocked
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert re.search(r"^  PROBLEM +PyTorch: cannot be imported \(ModuleNotFoundError: "
