@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mark_slides  # noqa: E402
+import slide_deck  # noqa: E402
 import student_bundle  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -249,11 +250,13 @@ def mathjax_dir() -> Path:
     return Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
-def slide_cells(nb: dict) -> dict:
-    """The deck's notebook: solutions never shown; a figure's long code hidden, its figure kept."""
-    nb = copy.deepcopy(nb)
+def slide_cells(nb: dict, name: Optional[str] = None) -> dict:
+    """The deck's notebook: solutions never shown; a figure's long code hidden, its figure kept;
+    cut, marked and given speaker notes by ``tools/slide_deck.py``."""
+    name = name or slide_deck.deck_name(nb, [p.stem for p in course_notebooks()])
+    nb = slide_deck.prepare(nb, name) if name else copy.deepcopy(nb)
     # An explorer's stored widget state would make nbconvert load the widget manager from a
-    # CDN; a deck shows the explorer's text fallback instead (it is live in JupyterLab).
+    # CDN; a deck shows a line pointing to the notebook instead (it is live in JupyterLab).
     nb.get("metadata", {}).pop("widgets", None)
     for cell in nb["cells"]:
         meta = cell.setdefault("metadata", {})
@@ -282,7 +285,7 @@ def slides_exporter():
     return SlidesExporter(
         extra_template_basedirs=[str(TEMPLATES)], template_name="course_reveal",
         reveal_url_prefix="reveal.js", reveal_theme="white", reveal_transition="none",
-        reveal_scroll=True, reveal_number="c/t",
+        reveal_scroll=False, reveal_number="c/t", reveal_width="1280", reveal_height="720",
         exclude_input_prompt=True, exclude_output_prompt=True,
         mathjax_url=f"mathjax/MathJax.js?config={MATHJAX_CONFIG}")
 
@@ -294,7 +297,7 @@ def build_slides(nbs: Dict[str, dict], out: Path) -> Dict[str, int]:
     exporter = slides_exporter()
     counts = {}
     for name, nb in nbs.items():
-        deck = slide_cells(nb)
+        deck = slide_cells(nb, name)
         body, _ = exporter.from_notebook_node(
             nbformat.reads(json.dumps(deck), as_version=4),
             resources={"metadata": {"name": name}})

@@ -11,17 +11,28 @@ comes from rules on each cell's content, then per-notebook overrides from
 
 - the first cell (title, what you will learn) and every markdown cell with a ``## `` heading
   line open a **slide**; a ``### `` heading, or a bold lead naming a pitfall, a trap or an
-  exercise (``**Pitfall ...``, ``**Trap ...``, ``**Exercise ...``) opens a **subslide**;
+  exercise (``**Pitfall ...``, ``**Trap ...``, ``**Exercise ...``) opens a **subslide**
+  (in the exercises, the statements follow each other and the budget cuts them);
 - a code cell that draws a figure is a **fragment** (it appears on the next key press), or
-  a subslide of its own when the screen it would join is already full; short prose right
-  after a figure is its caption and stays with it;
+  a subslide of its own when the screen it would join is already full; a grid of attention
+  weights (``attention_heads``) always has a screen of its own; short prose right after a
+  figure is its caption and stays with it;
 - shown as part of the current screen (``-``): short prose, short code and its output;
   a screen that is full continues on a new subslide (a short lead-in sentence moves with
-  the code it introduces);
+  the code it introduces). The screen is the deck's 1280 x 720 slide, heights estimated in
+  pixels (a little generously);
+- what a shown lead-in ending in ":" introduces is shown even when the rules would skip it
+  (a table, a figure, a short printout: the slide must not end on a colon); the deck then
+  shows it by its output only when its code is long;
 - **notes** (the speaker view, key S): long prose without a heading;
 - **skip**: imports, cells printing a module's source or other long output, long code
-  without a figure (and a one-line lead-in ending in ":" before such a cell), the
-  exercises' check cells and every worked solution (tag ``solution``).
+  without a figure (and a short lead-in ending in ":" before such a cell when what it
+  introduces cannot be shown), the exercises' check cells and every worked solution
+  (tag ``solution``).
+
+An override fixes a cell's type; the screen budget may still move a shown cell to a new screen.
+``tools/slide_deck.py`` does at build time what cell metadata cannot say (sections that
+start mid-cell, screens taller than a slide, explorers, speaker notes).
 
 The marking depends only on the cells' sources, outputs and tags, never on the metadata it
 writes, so running it again changes nothing; and it changes nothing but each cell's
@@ -33,63 +44,29 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import math
 import re
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
+
+from slide_screen import (CODE_WRAP, SCREEN, code_lines, figure_height, has_figure,  # noqa: F401
+                          height, markdown_height, output_lines, source)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 OVERRIDES = ROOT / "course" / "slide_overrides.json"
 SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 
-SCREEN = 26             # lines of text that fit on one screen of a 960 x 700 slide
-FIGURE = 13             # the height of a figure, in lines of text
 MAX_CODE_LINES = 12     # longer code without a figure is skipped
+MAX_SHOWN_CODE_LINES = 24  # code that a lead-in ending in ":" introduces is shown up to this
+MAX_SHOWN_OUTPUT_LINES = 27  # and a printout it introduces (a screen of its own at most)
 MAX_OUTPUT_LINES = 24   # longer text output is skipped (e.g. a printed module source)
 MAX_PROSE_CHARS = 650   # longer prose without a heading goes to the speaker notes
 CAPTION_CHARS = 400     # short prose right after a figure is its caption: same screen
 LEAD_IN_CHARS = 300     # short prose right before code introduces it: same screen
-WRAP = 90               # characters per line of prose on a slide
 
 BOLD_SUBSLIDE = re.compile(r"^\*\*(Pitfall|Trap|Exercise)\b")
 IMPORT_LINE = re.compile(r"^\s*(import |from \S+ import |#|$)")
-
-
-def source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def has_figure(cell: dict) -> bool:
-    return any(key in out.get("data", {}) for out in cell.get("outputs", [])
-               for key in ("image/png", "image/svg+xml", "image/jpeg"))
-
-
-def output_lines(cell: dict) -> int:
-    """Lines of text the cell's outputs print (figures not counted)."""
-    lines = 0
-    for out in cell.get("outputs", []):
-        if "text" in out:
-            text = out["text"]
-        elif "image/png" in out.get("data", {}) or "image/svg+xml" in out.get("data", {}):
-            continue
-        else:
-            text = out.get("data", {}).get("text/plain", out.get("traceback", ""))
-        text = "".join(text) if isinstance(text, list) else text
-        lines += len(text.rstrip("\n").splitlines())
-    return lines
-
-
-def height(cell: dict) -> float:
-    """How much of a screen the cell takes, in lines of text."""
-    text = source(cell)
-    if cell["cell_type"] == "markdown":
-        return sum(max(1, math.ceil(len(line) / WRAP)) if line.strip() else 0.4
-                   for line in text.splitlines())
-    lines = len(text.splitlines()) + min(output_lines(cell), MAX_OUTPUT_LINES)
-    return lines + (FIGURE if has_figure(cell) else 0)
 
 
 def is_import_cell(text: str) -> bool:
@@ -113,7 +90,7 @@ def rule(cell: dict, index: int, in_exercises: bool) -> str:
     if cell["cell_type"] == "markdown":
         if index == 0 or headings(text, 1) or headings(text, 2):
             return "slide"
-        if text.startswith("### ") or BOLD_SUBSLIDE.match(text):
+        if (text.startswith("### ") or BOLD_SUBSLIDE.match(text)) and not in_exercises:
             return "subslide"
         return "notes" if len(text) > MAX_PROSE_CHARS else "-"
     if cell["cell_type"] != "code":
@@ -145,8 +122,42 @@ def load_overrides(path: Path = OVERRIDES) -> Dict[str, List[dict]]:
     return overrides
 
 
-def slide_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
-    """The slide type of every cell of ``nb``: rules, then overrides, then screen budget."""
+def hides_source(cell: dict) -> bool:
+    """Whether a shown code cell is shown by its outputs only: a figure's long code, a
+    heatmap's code, or long code (or a printed source) that a lead-in introduces."""
+    if cell["cell_type"] != "code" or not cell.get("outputs"):
+        return False
+    if cell.get("metadata", {}).get("transient", {}).get("remove_source"):
+        return True                             # set by the deck's build
+    text = source(cell)
+    lines = len(text.splitlines())
+    if has_figure(cell):
+        return lines > MAX_CODE_LINES // 2 or "attention_heads(" in text
+    return lines > MAX_CODE_LINES or "getsource(" in text
+
+
+def is_heatmap(cell: dict) -> bool:
+    """A grid of attention weights: on a screen of its own, as wide as the slide."""
+    return cell["cell_type"] == "code" and has_figure(cell) and "attention_heads(" in source(cell)
+
+
+def introduced(cell: dict, follower: dict, in_exercises: bool) -> bool:
+    """Whether markdown ``cell`` ends in ":" and introduces ``follower``, a code cell the rules
+    skip but whose table, figure or short code the slide needs (what the ":" announces)."""
+    if (in_exercises or cell["cell_type"] != "markdown" or follower["cell_type"] != "code"
+            or not source(cell).strip().endswith(":")
+            or "solution" in follower.get("metadata", {}).get("tags", [])):
+        return False
+    text = source(follower)
+    if is_import_cell(text) and not follower.get("outputs"):
+        return False
+    if has_figure(follower) or 0 < output_lines(follower, CODE_WRAP) <= MAX_SHOWN_OUTPUT_LINES:
+        return True
+    return output_lines(follower) == 0 and len(text.splitlines()) <= MAX_SHOWN_CODE_LINES
+
+
+def ruled_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
+    """The slide type of every cell by the rules and the overrides (no screen budget)."""
     cells = nb["cells"]
     ruled: List[str] = []
     in_exercises = False
@@ -157,7 +168,22 @@ def slide_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
                 title.strip().lower().startswith("exercises") for title in headings(text, 2))
         fixed = next((o["slide_type"] for o in overrides
                       if text.startswith(o["starts_with"])), None)
-        ruled.append(fixed or rule(cell, index, in_exercises))
+        kind = fixed or rule(cell, index, in_exercises)
+        if (index and ruled[-1] not in ("skip", "notes") and kind == "skip" and not fixed
+                and introduced(cells[index - 1], cell, in_exercises)):
+            kind = "-"                          # the slide says "...:", so it shows what follows
+        ruled.append(kind)
+    return ruled
+
+
+def slide_types(nb: dict, overrides: Sequence[dict] = (),
+                forced: Optional[Dict[int, str]] = None) -> List[str]:
+    """The slide type of every cell of ``nb``: rules, then overrides, then screen budget.
+
+    ``forced`` maps cell indices to a type the rules must not change (the budget still may)."""
+    cells = nb["cells"]
+    ruled = ruled_types(nb, overrides)
+    ruled = [(forced or {}).get(i, kind) for i, kind in enumerate(ruled)]
     types: List[str] = []
     after_figure = False
     used = 0.0
@@ -170,14 +196,18 @@ def slide_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
                    and kind == "-" and nxt is not None and cells[nxt]["cell_type"] == "code")
         if lead_in and ruled[nxt] == "skip" and text.endswith(":") and not fixed:
             kind = "skip"                       # it introduces a cell that is not shown
-        h = height(cell)
+        h = height(cell, show_source=not hides_source(cell))
         caption = after_figure and cell["cell_type"] == "markdown" and len(text) <= CAPTION_CHARS
         # a short lead-in stays on the screen of the code it introduces
-        needed = h + (height(cells[nxt]) if lead_in and ruled[nxt] != "skip" else 0)
+        needed = h + (height(cells[nxt], not hides_source(cells[nxt]))
+                      if lead_in and ruled[nxt] != "skip" and not caption else 0)
+        if kind in ("-", "fragment") and is_heatmap(cell) and used > 0:
+            kind = "subslide"                   # a heatmap has the screen to itself
         if kind in ("slide", "subslide"):
             used = h
         elif kind in ("-", "fragment"):
-            if not fixed and not caption and used > 0 and used + needed > SCREEN:
+            if (not caption or used + needed > SCREEN * 1.25) and used > 0 \
+                    and used + needed > SCREEN:
                 kind, used = "subslide", h      # the screen is full: continue on a new one
             else:
                 used += h
