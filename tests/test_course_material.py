@@ -201,11 +201,16 @@ def test_writes_student_and_instructor_folders(tmp_path):
     assert "student version" in first and quizzes.ANSWER not in first
 
 
-def test_command_line_without_a_folder_exits_2(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        quizzes.main([])
-    assert exit_.value.code == 2
-    assert "give --student DIR, --instructor DIR or both" in capsys.readouterr().err
+def test_command_line_without_a_folder_exits_2_with_one_line(capsys):
+    assert quizzes.main([]) == 2
+    assert capsys.readouterr().err == "error: give --student DIR, --instructor DIR or both\n"
+
+
+def test_writing_names_a_broken_quiz(tmp_path, capsys):
+    (tmp_path / "03_attention.md").write_text("# Quiz 03 · Attention\n\n## Q1. One\nWhat?\n")
+    assert quizzes.write_student(tmp_path / "ok", folder=QUIZZES[0].parent)
+    with pytest.raises(quizzes.QuizError, match="03_attention, question 1: needs exactly one"):
+        quizzes.write_student(tmp_path / "out", folder=tmp_path)
 
 
 # --- references -----------------------------------------------------------------------------

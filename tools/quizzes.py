@@ -189,7 +189,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="folder for the instructor versions and course pages")
     args = parser.parse_args(argv)
     if args.student is None and args.instructor is None:
-        parser.error("give --student DIR, --instructor DIR or both")
+        print("error: give --student DIR, --instructor DIR or both", file=sys.stderr)
+        return 2
     try:
         if args.student is not None:
             print(f"{len(write_student(args.student))} student quizzes in {args.student}")
