@@ -120,6 +120,71 @@ def test_after_400_steps_beam_changes_a_few_percent_mostly_for_the_better(shippe
             >= log_prob(early, tgt_tok, sub, [greedy[i] for i in changed])).float().mean() > 0.5
 
 
+def prose(name: str) -> str:
+    """The markdown of a notebook, every run of white space one space."""
+    return " ".join(" ".join(source(c) for c in cells(name) if c["cell_type"] == "markdown").split())
+
+
+def test_inference_quotes_the_task_s_five_languages_and_its_unstopped_timing_token(shipped):
+    from transformer_lib.data.dates import DATE_FORMATS
+    words = {f.split("_")[0] for f in DATE_FORMATS} - {"us", "eu", "iso", "ymd", "compact"}
+    assert len(DATE_FORMATS) == 29 and words == {"en", "fr", "de", "es", "ja"}  # the rest: digits
+    text = prose(NAMES[1])
+    assert "29 formats, in five languages" in text and "four languages" not in text
+    assert "five languages" in source(next(c for c in cells(NAMES[1])
+                                           if source(c).startswith("**Your own input.**")))
+    model, _, tgt_tok, _, src = shipped                                  # "never writes <unk>"
+    out = greedy_decode(model, src[:32], 64, eos_id=tgt_tok.unk_id)
+    assert out.shape == (32, 64) and not (out == tgt_tok.unk_id).any()
+
+
+def test_inference_beam_against_greedy_is_the_shipped_translation_model_s():
+    scores = torch.load(ROOT / "checkpoints/bible-en-fr.pt", weights_only=True,
+                        map_location="cpu")["extra"]["scores"]
+    text = prose(NAMES[1])
+    assert f"{scores['beam']['bleu']:.1f} BLEU with beam {scores['beam']['size']}" in text
+    assert f"against {scores['greedy']['bleu']:.1f} with greedy" in text
+    assert f"{scores['test_verses']:,} held-out verses" in text
+    assert "gained the paper BLEU" not in text and "reports no comparison" in text
+    for term in ("n-grams", "clipped precisions", "brevity penalty", "geometric mean", "13a"):
+        assert term in text, f"BLEU is used in notebook 07 without defining '{term}'"
+
+
+def test_inference_encoder_heads_keep_the_year_and_the_month_together(shipped):
+    model, src_tok, tgt_tok, _, _ = shipped
+    src = torch.tensor([src_tok.encode("5 March 2021")])                 # (1, 12)
+    out = greedy_decode(model, src, 16)
+    y_in = torch.cat((torch.tensor([[tgt_tok.bos_id]]), out[:, :-1]), dim=1)
+    with torch.no_grad():
+        _, weights = model(src, y_in, need_weights=True)
+    year, month = list(range(8, 12)), list(range(2, 7))
+    share = [[round(100 * w[0, head][rows][:, rows].sum(-1).mean().item())
+              for head in range(4)] for w in weights["encoder"] for rows in (year, month)]
+    text = prose(NAMES[1])
+    assert (share[2][0], share[2][2]) == (91, 82)                        # layer 1, the year
+    assert (share[1][1], share[1][2]) == (84, 83)                        # layer 0, March
+    assert "with 91 % and 82 % of their weight in layer 1, heads 0 and 2" in text
+    assert "with 84 % and 83 % of their weight in layer 0, heads 1 and 2" in text
+    assert "give 33 % and 42 %" in text and round(100 * 4 / 12) == 33 and round(100 * 5 / 12) == 42
+
+
+PAPER_SECTIONS = {"1", "2", "3", "3.1", "3.2", "3.2.1", "3.2.2", "3.2.3", "3.3", "3.4", "3.5",
+                  "4", "5", "5.1", "5.2", "5.3", "5.4", "6", "6.1", "6.2", "6.3", "7"}
+
+
+def test_inference_exercises_explained_solutions_marked_and_section_sign_means_the_paper():
+    nb = cells(NAMES[1])
+    posed = next(source(c) for c in nb if source(c).startswith("## Exercises"))
+    assert "Each exercise is stated first" in posed and "not yet" in posed
+    solutions = [source(c) for c in nb if "solution" in c["metadata"].get("tags", [])]
+    assert len(solutions) == 3 and all(s.startswith("# Solution\n") for s in solutions)
+    text = "\n".join(source(c) for c in nb)
+    assert set(re.findall(r"§(\d+(?:\.\d+)*)", text)) <= PAPER_SECTIONS
+    headings = len(re.findall(r"^## \d+\. ", text, re.M))
+    assert all(int(n) <= headings for n in re.findall(r"\bsections? (\d+)", text))
+    assert "compared when the notebook is checked" not in text
+
+
 # --- notebook 08: the figures quoted from benchmarks/README.md ---------------------------
 
 
