@@ -155,6 +155,8 @@ def test_quiz_has_5_to_8_questions_each_with_an_answer_and_a_reason(path):
     assert 5 <= len(quiz.questions) <= 8, f"{path.name}: {len(quiz.questions)} questions"
     for q in quiz.questions:
         assert len(q.text) > 20 and len(q.answer) > 20 and len(q.why) > 20, (path.name, q.number)
+        assert re.search(r"\bsections?\s+\d", q.why, re.I), \
+            f"{path.name} Q{q.number}: the reason names no section of the notebook"
 
 
 @pytest.mark.parametrize("path", QUIZZES, ids=lambda p: p.stem)
