@@ -10,6 +10,7 @@ import json
 import re
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -76,6 +77,19 @@ def test_kit_has_the_three_folders(kit):
     # the student folder is a bundle (tests/test_student_bundle.py checks what it holds)
     assert (out / "student" / "START_HERE.md").is_file() and (out / "student" / "start.py").is_file()
     assert (out / "transformer-series-student.zip").is_file()
+
+
+def test_kit_has_quizzes_for_students_and_instructors_and_the_course_pages(kit):
+    out, _ = kit
+    for name in NOTEBOOKS:
+        student = (out / "student" / "quizzes" / f"{name}.md").read_text(encoding="utf-8")
+        teacher = (out / "instructor" / "quizzes" / f"{name}.md").read_text(encoding="utf-8")
+        assert "**Answer:**" in teacher and "**Answer:**" not in student, name
+    for page in ("syllabus.md", "misconceptions.md", "lectures_50min.md"):
+        assert (out / "instructor" / page).read_text(encoding="utf-8") == \
+            (ROOT / "course" / page).read_text(encoding="utf-8")
+    with zipfile.ZipFile(out / "transformer-series-student.zip") as z:
+        assert any(n.endswith("quizzes/03_attention.md") for n in z.namelist())
 
 
 def test_build_refuses_to_replace_a_folder_it_did_not_make(tmp_path):

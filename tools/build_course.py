@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mark_slides  # noqa: E402
+import quizzes  # noqa: E402
 import slide_deck  # noqa: E402
 import student_bundle  # noqa: E402
 
@@ -320,10 +321,13 @@ Built by `bash dev.sh course` from the notebooks of the repository; rebuild it a
   out the zip; students follow its `START_HERE.md` (or run `python start.py`: a venv with the
   pinned runtime and the `transformer_lib` wheel, the check `python -m transformer_lib.doctor`,
   then JupyterLab on the student notebooks). In the repository: `bash dev.sh lab --student`.
+  `student/quizzes/`: a concept quiz per notebook, questions only.
 - `slides/`: one reveal.js deck per notebook; open a file in a browser, no network needed.
   Arrow keys move, **S** opens the speaker notes, **Esc** the overview, **F** full screen.
 - `instructor/`: a 90-minute lesson plan per notebook, `course_2_sessions.md`,
-  `course_1_day.md`, and `answer_key.md` ({n_exercises} exercises, each solution with why it is right).
+  `course_1_day.md`, and `answer_key.md` ({n_exercises} exercises, each solution with why it is right);
+  `syllabus.md`, `misconceptions.md` (what learners wrongly believe, and where the series shows
+  otherwise), `lectures_50min.md` (a 50-minute lecture per notebook) and `quizzes/` (with answers).
 
 | deck | slides |
 |---|---|
@@ -355,6 +359,10 @@ def build_student(nbs: Dict[str, dict], out: Path, log=print) -> Path:
         added = student_bundle.complete(student)
     except student_bundle.BundleError as err:
         raise BuildError(str(err)) from None
+    try:
+        quizzes.write_student(student / "quizzes")    # questions only, before the zip
+    except quizzes.QuizError as err:
+        raise BuildError(str(err)) from None
     archive = student_bundle.write_zip(student, out / f"{student_bundle.BUNDLE_NAME}.zip")
     log(f"student/: {len(nbs)} notebooks without solutions, with {', '.join(added)}; "
         f"{archive.name} ({archive.stat().st_size / 1e6:.1f} MB)")
@@ -383,13 +391,18 @@ def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
 
     instructor = out / "instructor"
     instructor.mkdir()
-    for plan in sorted((COURSE / "plans").glob("*.md")):
+    plans = sorted((COURSE / "plans").glob("*.md"))
+    for plan in plans:
         shutil.copy2(plan, instructor / plan.name)
+    try:       # quizzes with answers, the syllabus, misconceptions and 50-minute lectures
+        quizzes.write_instructor(instructor)
+    except quizzes.QuizError as err:
+        raise BuildError(str(err)) from None
     all_exercises = [ex for name, nb in nbs.items() for ex in exercises(nb, name)]
     key = answer_key(all_exercises, read_notes(COURSE / "answer_notes.md"))
     (instructor / "answer_key.md").write_text(key, encoding="utf-8")
-    log(f"instructor/: {len(list(instructor.glob('*.md'))) - 1} lesson plans, answer key "
-        f"with {len(all_exercises)} exercises")
+    log(f"instructor/: {len(plans)} lesson plans, syllabus, misconceptions, 50-minute "
+        f"lectures, quizzes, answer key with {len(all_exercises)} exercises")
     (out / "README.md").write_text(kit_readme(counts, len(all_exercises)), encoding="utf-8")
     log(f"built {out} in {time.perf_counter() - start:.1f} s")
     return counts
