@@ -97,8 +97,14 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
     if dist.is_main:
         for note in notes:
             print(note, flush=True)
-    if device.type == "cpu":
+    if device.type == "cpu" and not args.compile:
         fast.accelerate(run.trainer.model, kernels=kernels)   # same model, faster CPU steps
+    if args.compile:           # the plain model, the training step only; validation is eager
+        run.trainer.ddp_model = torch.compile(run.trainer.ddp_model, backend=args.compile,
+                                              dynamic=True)
+        if dist.is_main:
+            print(f"torch.compile: on (backend {args.compile}); the first steps compile "
+                  "the model", flush=True)
     if args.resume:
         run.trainer.resume()
     return run.trainer, run.test_pairs
@@ -145,7 +151,10 @@ def wants_compiled_kernels(parser: argparse.ArgumentParser, args) -> bool:
     ``--no-compiled-kernels``: no. Neither (the default): yes for CPU training where they
     can be built, else a one-line note and PyTorch's own kernels (the same masks, slower).
     """
-    if args.compiled_kernels is False:
+    if args.compile and args.compiled_kernels:
+        parser.error("--compiled-kernels: not with --compile (torch.compile makes its own "
+                     "kernels)")
+    if args.compiled_kernels is False or args.compile:
         return False
     if args.compiled_kernels is None and pick_device(args.device).type != "cpu":
         return False                    # the kernels are for CPU tensors

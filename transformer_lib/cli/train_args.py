@@ -79,6 +79,12 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                             "Default: on when training on a CPU and a C++ compiler can build "
                             "them, else off; --compiled-kernels: on, or stop if they cannot be "
                             "built")
+    train.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
+                       choices=("inductor", "aot_eager", "eager"),
+                       help="compile the training step with torch.compile (dynamic shapes, "
+                            "default backend inductor, which needs a C++ compiler on a CPU); "
+                            "the first steps of each new batch shape take longer while it "
+                            "compiles; turns the compiled CPU kernels off. Default: off")
     train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
                        default=True,
                        help="Linux with glibc: malloc keeps what a step frees for the next step "
