@@ -12,7 +12,8 @@ comes from rules on each cell's content, then per-notebook overrides from
 - the first cell (title, what you will learn) and every markdown cell with a ``## `` heading
   line open a **slide**; a ``### `` heading, or a bold lead naming a pitfall, a trap or an
   exercise (``**Pitfall ...``, ``**Trap ...``, ``**Exercise ...``) opens a **subslide**
-  (in the exercises, the statements follow each other and the budget cuts them);
+  (in the exercises, the statements follow each other and the budget cuts them: the
+  slides state the exercises, their stubs and checks are done in the notebook);
 - a code cell that draws a figure is a **fragment** (it appears on the next key press), or
   a subslide of its own when the screen it would join is already full; a grid of attention
   weights (``attention_heads``) always has a screen of its own; short prose right after a
@@ -27,8 +28,8 @@ comes from rules on each cell's content, then per-notebook overrides from
 - **notes** (the speaker view, key S): long prose without a heading;
 - **skip**: imports, cells printing a module's source or other long output, long code
   without a figure (and a short lead-in ending in ":" before such a cell when what it
-  introduces cannot be shown), the exercises' check cells and every worked solution
-  (tag ``solution``).
+  introduces cannot be shown), the exercises' stub and check cells and every worked
+  solution (tag ``solution``).
 
 An override fixes a cell's type; the screen budget may still move a shown cell to a new screen.
 ``tools/slide_deck.py`` does at build time what cell metadata cannot say (sections that
@@ -96,8 +97,7 @@ def rule(cell: dict, index: int, in_exercises: bool) -> str:
     if cell["cell_type"] != "code":
         return "skip"
     if in_exercises:
-        stub = "raise NotImplementedError" in text
-        return "-" if stub else "skip"       # the stub is shown; its check cell is not
+        return "skip"       # stubs and checks: the slides state the exercises, the notebook has them
     if has_figure(cell):
         return "fragment"
     if is_import_cell(text) or "getsource(" in text:
@@ -180,10 +180,13 @@ def slide_types(nb: dict, overrides: Sequence[dict] = (),
                 forced: Optional[Dict[int, str]] = None) -> List[str]:
     """The slide type of every cell of ``nb``: rules, then overrides, then screen budget.
 
-    ``forced`` maps cell indices to a type the rules must not change (the budget still may)."""
+    ``forced`` maps the indices of continuation pieces (cut by the deck's build) to their
+    type; a piece after a skipped or noted one is skipped or noted with it."""
     cells = nb["cells"]
     ruled = ruled_types(nb, overrides)
-    ruled = [(forced or {}).get(i, kind) for i, kind in enumerate(ruled)]
+    for i, kind in sorted((forced or {}).items()):
+        # a continuation is shown where the piece before it is (forced types follow it)
+        ruled[i] = ruled[i - 1] if i and ruled[i - 1] in ("skip", "notes") else kind
     types: List[str] = []
     after_figure = False
     used = 0.0
@@ -206,7 +209,7 @@ def slide_types(nb: dict, overrides: Sequence[dict] = (),
         if kind in ("slide", "subslide"):
             used = h
         elif kind in ("-", "fragment"):
-            if (not caption or used + needed > SCREEN * 1.25) and used > 0 \
+            if (not caption or used + needed > SCREEN * 1.1) and used > 0 \
                     and used + needed > SCREEN:
                 kind, used = "subslide", h      # the screen is full: continue on a new one
             else:

@@ -6,7 +6,9 @@ notebook itself):
 
 - a markdown cell whose ``## `` or ``### `` heading sits mid-cell is split at the heading, so
   a section opens its own slide instead of with the last paragraph of the section before;
-- a markdown screen taller than a slide is split at paragraphs into continuation slides;
+- a markdown screen taller than a slide is split at paragraphs into continuation slides, and
+  a code cell taller than a slide shows the rest of its output on the next;
+- the opening cell's **Time** paragraph (reading and run times) goes to the speaker notes;
 - an explorer (a live widget, blank on a slide) becomes one line pointing to the notebook;
 - every section gets its authored speaker notes from ``course/speaker_notes/NN_name.md``
   (``## heading`` as in the notebook, then the note), shown by the speaker view (key S);
@@ -148,14 +150,91 @@ def figure_pieces(cell: dict) -> List[dict]:
     return pieces
 
 
+def text_of(out: dict) -> Optional[str]:
+    """The text a stream or plain-text output prints (None for anything else)."""
+    if out.get("output_type") == "stream":
+        text = out.get("text", "")
+    elif set(out.get("data", {})) == {"text/plain"}:
+        text = out["data"]["text/plain"]
+    else:
+        return None
+    return "".join(text) if isinstance(text, list) else text
+
+
+def with_text(out: dict, text: str) -> dict:
+    new = copy.deepcopy(out)
+    if new.get("output_type") == "stream":
+        new["text"] = text
+    else:
+        new["data"]["text/plain"] = text
+    return new
+
+
+def output_pieces(cell: dict) -> List[dict]:
+    """A code cell taller than a screen as several cells whose outputs fit a screen each
+    (a long printout cut between lines); the pieces after the first show no code."""
+    show = not mark_slides.hides_source(cell)
+    if cell["cell_type"] != "code" or mark_slides.height(cell, show) <= mark_slides.SCREEN:
+        return [cell]
+    pieces = [piece(cell, mark_slides.source(cell), 0)]
+    pieces[0]["outputs"] = []
+    for out in cell.get("outputs", []):
+        text = text_of(out)
+        parts = [out] if text is None else [with_text(out, line) for line in
+                                           text.splitlines(keepends=True)]
+        for part in parts:
+            last = pieces[-1]
+            last["outputs"].append(part)
+            if len(last["outputs"]) > 1 and \
+                    mark_slides.height(last, show and last is pieces[0]) > mark_slides.SCREEN:
+                last["outputs"].pop()
+                pieces.append(piece(cell, mark_slides.source(cell), len(pieces)))
+                pieces[-1]["outputs"] = [part]
+                pieces[-1]["metadata"]["transient"] = {"remove_source": True}
+    return [merge_streams(p) for p in pieces]
+
+
+def merge_streams(cell: dict) -> dict:
+    """Consecutive pieces of one stream output joined again (one <pre> per stream)."""
+    merged: List[dict] = []
+    for out in cell["outputs"]:
+        prev = merged[-1] if merged else None
+        if prev is not None and out.get("output_type") == "stream" and \
+                prev.get("output_type") == "stream" and prev.get("name") == out.get("name"):
+            prev["text"] = "".join(prev["text"]) + "".join(out["text"])
+        else:
+            merged.append(copy.deepcopy(out))
+    cell["outputs"] = merged
+    return cell
+
+
+def title_and_reading_time(cell: dict) -> List[dict]:
+    """The opening cell without its **Time** paragraph (how long the notebook takes to read
+    and run: for the speaker, not the room), then that paragraph as a note."""
+    blocks = mark_slides.source(cell).split("\n\n")
+    timing = [b for b in blocks if b.lstrip().startswith("**Time**")]
+    if not timing:
+        return [cell]
+    shown = piece(cell, "\n\n".join(b for b in blocks if b not in timing), 0)
+    note = piece(cell, "\n\n".join(timing), 1)
+    return [shown, note]
+
+
 def split_cells(cells: List[dict]) -> Tuple[List[dict], Dict[int, str]]:
     """Markdown cells cut at mid-cell headings and, when a heading's screen is taller than
     a slide, between paragraphs; returns the cells and the continuation pieces' types."""
     out: List[dict] = []
     forced: Dict[int, str] = {}
-    for cell in cells:
+    for index, cell in enumerate(cells):
+        if index == 0 and cell["cell_type"] == "markdown":
+            title, *note = title_and_reading_time(cell)
+            out.append(title)
+            forced.update({len(out): "notes"} if note else {})
+            out.extend(note)
+            continue
         if cell["cell_type"] != "markdown":
-            for n, part in enumerate(figure_pieces(cell)):
+            parts = [p for f in figure_pieces(cell) for p in output_pieces(f)]
+            for n, part in enumerate(parts):
                 if n:
                     forced[len(out)] = "subslide"
                 out.append(part)

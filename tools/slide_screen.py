@@ -20,12 +20,14 @@ HEADING = {1: 64, 2: 56, 3: 46, 4: 40}  # a heading line with its margins
 TABLE_ROW = 38          # a row of a markdown table
 DISPLAY_MATH = 56       # a line of display maths ($$ ... $$)
 PARAGRAPH_GAP = 12      # the space between two paragraphs
-CELL_GAP = 22           # the padding around a code cell's input and output
+CELL_GAP = 30           # the padding around a code cell's input and output
+MARKDOWN_GAP = 26       # the margins of a markdown cell
 FIGURE = 330            # a figure whose size is unknown
 FIGURE_MAX = 600        # the tallest a figure is drawn (course_reveal's CSS)
 SLIDE_WIDTH = 1200      # the content's width
 WRAP = 112              # characters per line of prose on a slide
-CODE_WRAP = 104         # characters per line of code or output (longer lines wrap)
+CODE_WRAP = 96          # characters per line of code or output (longer lines wrap)
+OUTPUT_GAP = 6          # the margin of each output of a cell
 
 
 def source(cell: dict) -> str:
@@ -108,8 +110,8 @@ def height(cell: dict, show_source: bool = True) -> float:
     """How much of a screen the cell takes, in pixels."""
     text = source(cell)
     if cell["cell_type"] == "markdown":
-        return markdown_height(text)
+        return markdown_height(text) + MARKDOWN_GAP
     lines = output_lines(cell, CODE_WRAP)
     shown = code_lines(text) if show_source else 0
     return (shown + lines) * CODE_LINE + CELL_GAP * ((shown > 0) + (lines > 0)) \
-        + figure_height(cell)
+        + figure_height(cell) + OUTPUT_GAP * len(cell.get("outputs", []))
