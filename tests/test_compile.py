@@ -73,3 +73,14 @@ def test_bad_inputs_are_still_refused_in_eager_mode():
     src, tgt = batch(5, 4, seed=0)
     with pytest.raises(ValueError, match=r"src holds ids outside the vocabulary \[0, 30\)"):
         model(src + V, tgt)
+
+
+def test_the_accelerated_model_without_kernels_compiles_into_one_graph():
+    # its CPU dropout draws a key with .random_() (a host read): under compile it steps
+    # aside for PyTorch's dropout, which the compiler traces
+    from transformer_lib import fast
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.tiny(V, N=1, d_model=16, d_ff=32, h=2)).train()
+    fast.accelerate(model, kernels=False)
+    run_steps(model, [(7, 6)] * 2, dynamic=False, backend="eager")
+    assert_one_graph()

@@ -80,3 +80,10 @@ def test_files_that_cannot_be_read_name_the_field(tmp_path):
     with pytest.raises(JobError, match="line 1") as e:
         prepare(TrainJob(DataSpec(train_file=str(bad), valid_file=str(bad)), MODEL, SETTINGS))
     assert e.value.field == "data.train_file"
+
+
+def test_a_model_size_of_the_wrong_type_is_a_job_error_naming_it():
+    from transformer_lib.training.job import JobError, ModelSpec
+    with pytest.raises(JobError) as e:
+        ModelSpec("tiny", {"N": 2.0}).config(40)
+    assert e.value.field == "model" and "N must be an integer, got 2.0" in str(e.value)

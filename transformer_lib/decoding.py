@@ -38,7 +38,7 @@ def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) ->
     if not all(hasattr(model, a) for a in ("encode", "decode", "new_cache", "config")):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
     c = model.config
-    check_token_ids(src, "src", c.src_vocab_size)
+    check_token_ids(src, "src", c.src_vocab_size, values=True)   # once a call, any device
     if src.shape[0] == 0:
         raise ValueError(f"src must hold at least one sequence (B >= 1), got shape "
                          f"{tuple(src.shape)}")

@@ -152,9 +152,11 @@ def relu_dropout(x: torch.Tensor, p: float, kernels: bool) -> torch.Tensor:
 
 def cheap_mask_applies(module: nn.Dropout, x: torch.Tensor) -> bool:
     """Whether the CPU mask replaces ``nn.Dropout``'s for ``x``: training, 0 < p < 1, not in
-    place, a floating-point CPU tensor. Elsewhere (GPU, eval) PyTorch's own dropout runs."""
+    place, a floating-point CPU tensor, not under ``torch.compile``. Elsewhere (GPU, eval,
+    compiled) PyTorch's own dropout runs."""
     return module.training and 0.0 < module.p < 1.0 and not module.inplace \
-        and x.device.type == "cpu" and x.is_floating_point()
+        and x.device.type == "cpu" and x.is_floating_point() \
+        and not torch.compiler.is_compiling()   # its key draw would break a compiled graph
 
 
 class FastDropout(nn.Dropout):

@@ -143,7 +143,7 @@ class ModelSpec:
                            f"{self.preset!r}")
         try:
             return PRESETS[self.preset](vocab_size, **self.overrides)
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise JobError("model", str(e)) from None
 
 
