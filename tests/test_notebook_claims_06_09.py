@@ -61,6 +61,92 @@ def test_mask_figure_row_has_eleven_padded_source_positions_and_no_target_paddin
     assert demo.tgt_in.shape[1] == 11 and not (demo.tgt_in == date_tok.pad_id).any()
 
 
+# --- notebook 06: the task, the paper's Table 3 row D, BLEU's tokenizer, the stored run ---
+def notebook_06_text() -> str:
+    return "\n".join(source(c) for c in cells(NAMES[0]))
+
+
+def stored_output(start: str) -> str:
+    return output_text(next(c for c in cells(NAMES[0]) if source(c).startswith(start)))
+
+
+def test_date_task_is_29_formats_in_five_languages_and_sections_are_not_paragraph_signs():
+    from transformer_lib.data.dates import DATE_FORMATS
+    text = notebook_06_text()
+    assert len(DATE_FORMATS) == 29 and "ja" in DATE_FORMATS
+    assert "29 formats in five languages" in text and "four languages" not in text
+    assert all(int(n) <= 7 for n in re.findall(r"§(\d+)", text))     # § is the paper's (1-7)
+
+
+def test_table3_row_d_as_quoted():
+    text = notebook_06_text()
+    rows = {"0.0": (4.67, 25.3), "0.1 (base)": (4.92, 25.8), "0.2": (5.47, 25.7)}
+    for eps, (ppl, bleu) in rows.items():
+        assert f"| {eps} | {ppl} | {bleu} |" in text
+    assert all(rows[e][0] > rows["0.0"][0] for e in ("0.1 (base)", "0.2"))   # perplexity up
+    assert round(rows["0.1 (base)"][1] - rows["0.0"][1], 1) == 0.5             # "half a point"
+    assert rows["0.2"][1] - rows["0.0"][1] > (rows["0.1 (base)"][1] - rows["0.0"][1]) / 2
+
+
+def test_13a_splits_an_iso_date_and_scores_a_digit_slip_like_a_wrong_year():
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    from transformer_lib.training.metrics import bleu
+    assert Tokenizer13a()("2021-03-05").split() == ["2021", "-", "03", "-", "05"]
+    slip, wrong = bleu(["2024-03-05"], ["2021-03-05"]), bleu(["1987-03-05"], ["2021-03-05"])
+    assert round(slip, 1) == round(wrong, 1) == 66.9                          # "both score 66.9"
+    assert bleu(["2024-03-05"], ["2021-03-05"], tokenize="char") > bleu(
+        ["1987-03-05"], ["2021-03-05"], tokenize="char")                     # "more credit"
+    assert "both score 66.9" in notebook_06_text()
+
+
+def test_sanity_run_memorises_its_batch_from_a_uniform_guess():
+    out = stored_output("from transformer_lib.decoding import greedy_decode")
+    losses = [float(x) for x in re.findall(r"loss (\d+\.\d+) nats", out)]
+    assert len(losses) == 4 and abs(losses[0] - math.log(78)) < 0.5           # "about ln 78"
+    assert losses[-1] < 0.05 and losses == sorted(losses, reverse=True)
+    assert "8 of 8 dates reproduced exactly" in out
+
+
+def stored_validations():
+    out = stored_output("import time")
+    found = re.findall(r"step (\d+): val loss (\d\.\d+)  exact match (\d+\.\d)%  BLEU (\d+\.\d)", out)
+    return [(int(s), float(v), float(e), float(b)) for s, v, e, b in found]
+
+
+def test_figure_caption_reads_the_stored_run():
+    vals = stored_validations()
+    assert len(vals) == 6                      # every 500 steps; at 3000 the averaged model
+    floor = 0.7497
+    assert (vals[0][1] - floor) / (vals[-1][1] - floor) > 10       # "by a factor of ten and more"
+    assert vals[0][3] > vals[0][2]                                 # "BLEU rises first"
+    assert vals[-1][2] >= 99.0
+
+
+def test_exercise_3_solution_finds_the_perplexity_of_the_smoothed_optimum():
+    out = output_text(next(c for c in cells(NAMES[0]) if "solution" in c["metadata"].get("tags", [])
+                           and "validation_cross_entropy" in source(c)))
+    nats, ppl = map(float, re.search(r"(\d\.\d+) nats per token, perplexity (\d\.\d+)", out).groups())
+    q_true = 1 - 0.1 + 0.1 / 77                                       # section 3: p(y) = 0.90
+    assert ppl == round(1 / q_true, 2) == 1.11 and nats == round(-math.log(q_true), 2)
+
+
+def test_the_dip_and_the_run_time_are_those_of_the_stored_run():
+    from transformer_lib.training import noam_lr
+    vals = {step: (loss, em) for step, loss, em, _ in stored_validations()}
+    text = notebook_06_text()
+    (l15, e15), (l20, e20), (_, e25) = vals[1500], vals[2000], vals[2500]
+    assert f"from {e15} % at step 1500 to {e20} % at" in text and f"recovers to {e25} %" in text
+    assert f"({l15:.3f} to {l20:.3f})" in text and l20 > l15         # the loss rises too
+    assert f"scores {stored_validations()[-1][2]} %" in text
+    rate = noam_lr(2000, 64, 200, 0.5)
+    assert round(rate * 1e3, 1) == 1.4 and abs(rate / noam_lr(200, 64, 200, 0.5) - 1 / 3) < 0.02
+    seconds = re.search(r"trained 3000 steps in (\d+) s", stored_output("import time")).group(1)
+    head = source(cells(NAMES[0])[0])
+    assert f"{seconds} s of it is the training run of section 5" in head
+    assert f"3000 steps ({seconds} s on a shared 2-core AMD EPYC)" in text
+
+
 # --- notebook 07, section 4: when beam search changes the output -------------------------
 @pytest.fixture(scope="module")
 def shipped():
