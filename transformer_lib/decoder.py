@@ -68,7 +68,7 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor, tgt_mask: Optional[Tensor] = None,
                 memory_mask: Optional[Tensor] = None, need_weights: bool = False,
-                cache: Optional[Dict[str, dict]] = None, is_causal: bool = False
+                cache: Optional[Dict[str, Optional[dict]]] = None, is_causal: bool = False
                 ) -> Tuple[Tensor, Dict[str, Optional[Tensor]]]:
         cache = cache or {"self": None, "cross": None}        # no cache: the whole target
         x, self_weights = self.self_block(x, self.self_attn, mask=tgt_mask,

@@ -32,7 +32,7 @@ class TokenEmbedding(nn.Module):
                 self.lookup.weight[pad_id].zero_()
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> torch.Tensor:
         """The (V, D) table; shared with the output projection when tied."""
         return self.lookup.weight
 

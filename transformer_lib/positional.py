@@ -46,6 +46,7 @@ class PositionalEncoding(nn.Module):
                  layout: str = "interleaved"):
         super().__init__()
         check_float(dropout, "dropout", 0.0, 1.0, max_open=True)
+        self.pe: torch.Tensor                                               # (max_len, D)
         self.register_buffer("pe", sinusoidal_table(max_len, d_model, layout), persistent=True)
         self.dropout = nn.Dropout(dropout)
 

@@ -5,7 +5,7 @@ The one path from strings to translated strings, used by validation during train
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -34,12 +34,13 @@ def translate(model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer,
     ids = [src_tok.encode(s)[:c.max_len] if s.strip() else [] for s in sentences]
     todo = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
     out = [""] * len(ids)
-    kw = dict(bos_id=tgt_tok.bos_id, eos_id=tgt_tok.eos_id)
+    bos_id, eos_id = tgt_tok.bos_id, tgt_tok.eos_id
     for start in range(0, len(todo), batch_size):
         rows = todo[start:start + batch_size]
         src = pad_rows([ids[i] for i in rows], c.pad_id).to(device)              # (B, S)
-        hyp = (greedy_decode(model, src, max_len, **kw) if beam == 1 else
-               beam_search(model, src, max_len, beam, length_penalty, **kw))     # (B, <=max_len)
+        hyp = (greedy_decode(model, src, max_len, bos_id=bos_id, eos_id=eos_id) if beam == 1
+               else beam_search(model, src, max_len, beam, length_penalty, bos_id=bos_id,
+                                eos_id=eos_id))     # (B, <=max_len)
         for r, i in enumerate(rows):
             out[i] = tgt_tok.decode(hyp[r].tolist())
     return out
@@ -58,7 +59,8 @@ class SourceReport(NamedTuple):
 def source_report(src_tok: Tokenizer, sentences: Sequence[str], max_len: int) -> SourceReport:
     """Count the sentences :func:`translate` cuts to ``max_len`` tokens and those holding
     characters the source vocabulary lacks (first seen first)."""
-    cut, unknown, characters = 0, 0, {}
+    cut, unknown = 0, 0
+    characters: Dict[str, None] = {}                # an ordered set
     for sentence in sentences:
         ids = src_tok.encode(sentence) if sentence.strip() else []
         cut += len(ids) > max_len

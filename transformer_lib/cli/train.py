@@ -26,7 +26,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import torch
 
@@ -80,7 +80,8 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
     -> (trainer, test pairs or None)."""
     ckpt = read_resumed(ckpt_path) if args.resume else None
     job = job_from(args, ckpt_path)
-    resumed, notes = {}, []
+    resumed: Dict[str, Any] = {}
+    notes: List[str] = []
     if ckpt is not None:
         check_resume(args, ckpt, job, notes)
         job = dataclasses.replace(job, model=TransformerConfig(**ckpt["config"]))
@@ -100,8 +101,8 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
     if device.type == "cpu" and not args.compile:
         fast.accelerate(run.trainer.model, kernels=kernels)   # same model, faster CPU steps
     if args.compile:           # the plain model, the training step only; validation is eager
-        run.trainer.ddp_model = torch.compile(run.trainer.ddp_model, backend=args.compile,
-                                              dynamic=True)
+        run.trainer.ddp_model = torch.compile(  # type: ignore[assignment]
+            run.trainer.ddp_model, backend=args.compile, dynamic=True)
         if dist.is_main:
             print(f"torch.compile: on (backend {args.compile}); the first steps compile "
                   "the model", flush=True)

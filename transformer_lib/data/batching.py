@@ -143,7 +143,9 @@ def _cost(ex: Example) -> int:
 
 def _group(examples: List[Example], order: List[int], max_tokens: int) -> List[List[int]]:
     """Cut the length-sorted ``order`` into groups with rows * longest row <= max_tokens."""
-    groups, current, longest = [], [], 0
+    groups: List[List[int]] = []
+    current: List[int] = []
+    longest = 0
     for i in order:
         cost = _cost(examples[i])
         if current and (len(current) + 1) * max(longest, cost) > max_tokens:
@@ -166,7 +168,7 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tenso
     if not rows:
         raise ValueError("rows is empty: nothing to pad")
     width = max(len(r) for r in rows)
-    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+    return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def make_batch(examples: Sequence[Example], indices: List[int], pad_id: int = PAD_ID,

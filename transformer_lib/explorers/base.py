@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import io
 import warnings
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -20,13 +20,14 @@ class Explorer:
     """
 
     def __init__(self, name: str, controls: Dict[str, widgets.Widget],
-                 draw: Callable[..., Optional[plt.Figure]], extra=()):
+                 draw: Callable[..., Tuple[plt.Figure, str]], extra=()):
         self.name, self.controls, self._draw = name, controls, draw
         self.message = widgets.HTML()
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
         rows = [widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))]
         self.widget = widgets.VBox(rows + list(extra) + [self.message, self.image])
         self._busy = False
+        self.buttons: Dict[str, widgets.Button] = {}     # the explorer's buttons, by label
         for control in controls.values():
             control.observe(lambda _: self.update(), names="value")
         self.update()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, Dict
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -33,7 +34,7 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
                                      style={"description_width": "initial"}),
                 "beam_size": slider(beam_size, 1, 8, "beam size K")}
     step, restart = widgets.Button(description="next token"), widgets.Button(description="restart")
-    state = {}
+    state: Dict[str, Any] = {}
 
     def draw(text, beam_size):
         if state.get("key") != (text, beam_size):                  # new input: start again
@@ -85,7 +86,7 @@ class StepDecoder:
         with inference(model):
             self.memory, self.src_mask = source_memory(model, src, None)     # (1, S, D)
         self.greedy = torch.full((1, 1), bos_id)                             # (1, t)
-        self.candidates = None                     # greedy's last (log-probs, ids), top first
+        self.candidates: Any = None                # greedy's last (log-probs, ids), top first
         self.beam = Beam(1, beam_size, bos_id, eos_id, model.config.pad_id, alpha, src.device)
         self.max_len = model.config.max_len
 

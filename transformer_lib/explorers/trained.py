@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Dict
 
 import ipywidgets as widgets
 import torch
@@ -81,7 +82,7 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
                                           **dropdown),
                 "head": widgets.Dropdown(options=list(range(c.h)), description="head",
                                          **dropdown)}
-    memo = {}
+    memo: Dict[str, Any] = {}
 
     def run(text):
         if text not in memo:

@@ -88,5 +88,5 @@ def accelerate(model: nn.Module, kernels: Optional[bool] = None) -> nn.Module:
         for plain, fast in _SWAPS:
             if type(module) in (plain, fast):
                 module.__class__ = fast
-                module.kernels = kernels
+                setattr(module, "kernels", kernels)
     return model

@@ -122,7 +122,7 @@ class FastMultiHeadAttention(MultiHeadAttention):
                 and q.shape[2] * k.shape[2] <= MAX_SCORES
                 and cpu_kernels.attention_available()):
             return None
-        rows = [merged_heads(t) for t in (q, k, v)]
-        if any(r is None for r in rows):
+        q_rows, k_rows, v_rows = (merged_heads(t) for t in (q, k, v))
+        if q_rows is None or k_rows is None or v_rows is None:
             return None
-        return tuple(r.float() for r in rows)
+        return q_rows.float(), k_rows.float(), v_rows.float()

@@ -129,7 +129,8 @@ def _verify(state: Dict[str, Any], path: Path) -> None:
 def rng_state() -> Dict[str, Any]:
     """Python, numpy and torch (CPU and CUDA) random states in weights_only-safe types."""
     version, internal, gauss = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    keys = np.asarray(keys)
     return {
         "python": [version, list(internal), gauss],
         "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),

@@ -252,12 +252,12 @@ def prepare(job: TrainJob, *, tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] 
     kept: Dict[str, Any] = {}
     left_out: Dict[str, int] = {}
     for name in SPLITS:
-        if splits.get(name) is not None:
-            pairs, ids, dropped = encode_split(name, splits[name], src_tok, tgt_tok,
-                                               config.max_len)
+        split = splits.get(name)
+        if split is not None:
+            pairs, ids, dropped = encode_split(name, split, src_tok, tgt_tok, config.max_len)
             kept[name], kept[name + "_ids"], left_out[name] = pairs, ids, dropped
             if dropped:
-                notes.append((f"data.{name}", f"{dropped} of {len(splits[name])} pairs are "
+                notes.append((f"data.{name}", f"{dropped} of {len(split)} pairs are "
                               f"longer than max_len={config.max_len} tokens and are left out"))
     check_max_tokens(job.settings.max_tokens, kept)
     settings = replace(job.settings, bleu_tokenize=job.data.bleu_tokenize)

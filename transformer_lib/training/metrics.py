@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import sacrebleu
 
@@ -34,8 +34,8 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "
 
 
 def evaluate_translation(model, pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
-                         max_len: int, bleu_tokenize: str = "13a", device="cpu"
-                         ) -> Dict[str, object]:
+                         max_len: Optional[int], bleu_tokenize: str = "13a", device="cpu"
+                         ) -> Dict[str, Any]:
     """Exact match and BLEU of greedy translations of ``pairs`` [(source, reference)].
     ``device`` is accepted for older callers; the model's own device is used."""
     was_training = model.training

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import Union
+from typing import Any, Dict, Union
 
 from tqdm import tqdm
 
@@ -33,7 +33,8 @@ class LineProgress:
     def __init__(self, total: int, initial: int = 0, desc: str = "train",
                  min_interval: float = 0.5, handle=None) -> None:
         self.total, self.n, self.desc, self.min_interval = total, initial, desc, min_interval
-        self.start, self.start_n, self.postfix, self._shown = time.perf_counter(), initial, {}, -math.inf
+        self.postfix: Dict[str, Any] = {}
+        self.start, self.start_n, self._shown = time.perf_counter(), initial, -math.inf
         if handle is None:
             from IPython.display import display      # only where a notebook asks for it
             handle = display({"text/plain": self.status()}, raw=True, display_id=True)
