@@ -23,7 +23,7 @@ NOTEBOOKS = [p.stem for p in build_course.course_notebooks()]
 SHOWN = ("slide", "subslide", "-", "fragment")
 MIN_FONT_PX = 18
 # a few screens to look at (0-based): titles, a table a lead-in introduces, heatmaps
-SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 8, 23), "04_encoder": (3, 12),
+SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 7, 8, 23), "04_encoder": (3, 12),
                "07_inference": (16, 18, 20), "08_translation": (12,)}
 
 
@@ -110,6 +110,14 @@ def test_a_heatmap_has_a_screen_of_its_own():
     for i in maps:
         assert kind(cells[i]) in ("slide", "subslide"), "a heatmap shares its screen"
         assert "slide-heatmap" in cells[i]["metadata"]["tags"]
+    # the 2 x 4 grids of cross-attention (1098 x 1159 pixels) are cut into two halves, one
+    # layer each, so that each is drawn as wide as the slide
+    sizes = [mark_slides.figure_size(o) for i in maps for o in cells[i]["outputs"]
+             if mark_slides.figure_size(o)]
+    assert len(sizes) >= 6 and all(h <= 0.6 * w for w, h in sizes), sizes
+    original_sizes = [mark_slides.figure_size(o) for c in original("07_inference")["cells"]
+                      for o in c.get("outputs", []) if mark_slides.figure_size(o)]
+    assert any(h > w for w, h in original_sizes)
 
 
 # --- the speaker notes --------------------------------------------------------------------
@@ -192,7 +200,9 @@ def test_no_slide_of_any_deck_overflows_at_1280x720(decks):
                 if m["problems"] or m["smallest"] < MIN_FONT_PX:
                     bad.append(f"{name} slide {k + 1} ({m['heading']!r}): {m['problems']} "
                                f"smallest text {m['smallest']:.1f} px ({m['where']!r})")
-                if k in SCREENSHOTS.get(name, ()):
+                if k in SCREENSHOTS.get(name, ()):     # every fragment shown
+                    page.evaluate("while (Reveal.nextFragment()) {}")
+                    page.wait_for_timeout(300)
                     page.screenshot(path=str(screenshot_path(f"slides_{name}_{k + 1:02d}.png")))
     assert walked == sum(counts.values())
     assert bad == [], f"{len(bad)} of {walked} slides do not fit:\n" + "\n".join(bad)

@@ -50,7 +50,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from slide_screen import (CODE_WRAP, SCREEN, code_lines, figure_height, has_figure,  # noqa: F401
+from slide_screen import (CODE_WRAP, SCREEN, code_lines, figure_height,  # noqa: F401
+                          figure_size, has_figure,
                           height, markdown_height, output_lines, source)
 
 ROOT = Path(__file__).resolve().parent.parent

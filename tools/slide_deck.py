@@ -17,6 +17,7 @@ notebook itself):
 """
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from pathlib import Path
@@ -129,6 +130,68 @@ def piece(cell: dict, text: str, k: int) -> dict:
     return new
 
 
+def panel_bands(gray) -> List[Tuple[int, int]]:
+    """The rows of a figure's image (a 2-D array, 0 = black) that hold a row of heatmap
+    panels: runs of rows that are mostly coloured."""
+    dark = (gray < 200).mean(axis=1) > 0.3
+    bands, start = [], None
+    for y, is_dark in enumerate(list(dark) + [False]):
+        if is_dark and start is None:
+            start = y
+        elif not is_dark and start is not None:
+            bands.append((start, y))
+            start = None
+    return bands
+
+
+def halves(png: bytes) -> Optional[Tuple[bytes, bytes]]:
+    """A grid of heatmaps too tall for the slide's width as its top and bottom halves,
+    cut between two rows of panels; the top half gets the axis labels of the bottom."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    pixels = np.asarray(image)
+    bands = panel_bands(pixels.mean(axis=2))
+    if len(bands) < 2:
+        return None
+    middle = pixels.shape[0] / 2
+    k = min(range(len(bands) - 1), key=lambda i: abs(bands[i][1] - middle))
+    cut = bands[k][1] + (bands[k + 1][0] - bands[k][1]) // 4      # below the tick marks
+    labels = pixels[bands[-1][1]:]
+    parts = (np.concatenate((pixels[:cut], labels)), pixels[cut:])
+
+    def encode(array) -> bytes:
+        buffer = io.BytesIO()
+        Image.fromarray(array).save(buffer, format="PNG")
+        return buffer.getvalue()
+
+    return encode(parts[0]), encode(parts[1])
+
+
+def split_tall_heatmaps(cell: dict) -> dict:
+    """A heatmap cell whose grid is taller than 3/4 of its width, each such figure cut into
+    two halves (shown on two screens, each as wide as the slide)."""
+    if not mark_slides.is_heatmap(cell):
+        return cell
+    outputs = []
+    for out in cell.get("outputs", []):
+        size = mark_slides.figure_size(out)
+        cut = halves(base64.b64decode(out["data"]["image/png"])) \
+            if size and size[1] > 0.75 * size[0] else None
+        for png in cut or [None]:
+            new = copy.deepcopy(out)
+            if png is not None:
+                new["data"]["image/png"] = base64.b64encode(png).decode("ascii")
+                new["metadata"] = {}
+            outputs.append(new)
+    cell = copy.deepcopy(cell)
+    cell["outputs"] = outputs
+    return cell
+
+
 def figure_pieces(cell: dict) -> List[dict]:
     """A code cell with several figures as one cell per figure (each with the text printed
     before it); the pieces after the first show no code."""
@@ -233,7 +296,8 @@ def split_cells(cells: List[dict]) -> Tuple[List[dict], Dict[int, str]]:
             out.extend(note)
             continue
         if cell["cell_type"] != "markdown":
-            parts = [p for f in figure_pieces(cell) for p in output_pieces(f)]
+            parts = [p for f in figure_pieces(split_tall_heatmaps(cell))
+                     for p in output_pieces(f)]
             for n, part in enumerate(parts):
                 if n:
                     forced[len(out)] = "subslide"
@@ -291,6 +355,11 @@ def prepare(nb: dict, name: str) -> dict:
     nb = copy.deepcopy(nb)
     cells = [explorer_line(c, name) or c for c in nb["cells"]]
     cells, forced = split_cells(cells)
+    seen = set()
+    for index, cell in enumerate(cells):         # the pieces' ids unique again
+        if cell.get("id") in seen:
+            cell["id"] = f"{cell['id'][:50]}-p{index}"
+        seen.add(cell.get("id"))
     nb["cells"] = cells
     overrides = mark_slides.load_overrides().get(name, ())
     for cell, kind in zip(cells, mark_slides.slide_types(nb, overrides, forced)):
