@@ -11,7 +11,9 @@ from notebook_cells import NOTEBOOKS, cells, output_text, png_widths, source
 
 SERIES = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 TEACHING = [n for n in SERIES if "appendix" not in n]
-EXERCISES = {"06_training.ipynb": 2}          # the others pose three checked exercises
+# checked exercises per notebook; the others pose three
+EXERCISES = {"03_attention.ipynb": 4, "04_encoder.ipynb": 4, "05_decoder.ipynb": 5,
+             "06_training.ipynb": 3}
 CHECK = re.compile(r"\bcheck_\w+\(")
 
 
