@@ -506,3 +506,16 @@ def test_a_plans_clock_adds_up(plan):
         assert ends == [180, 180]
     else:
         assert ends == [90], f"{plan}: a 90-minute session lasts {ends} minutes"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda tmp: tmp / "file", "is a file, not a folder; give a folder"),
+    (lambda tmp: tmp / "file" / "sub", "cannot create the folder (Not a directory)"),
+    (lambda tmp: Path("/proc/nope"), "cannot create the folder (No such file or directory)"),
+])
+def test_a_kit_folder_that_cannot_be_made_is_one_usage_line(tmp_path, capsys, make, message):
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(SystemExit) as e:
+        build_course.main(["--out", str(make(tmp_path))])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and message in err[-1] and ": error: --out " in err[-1]

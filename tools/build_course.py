@@ -38,6 +38,7 @@ import mark_slides  # noqa: E402
 import quizzes  # noqa: E402
 import slide_deck  # noqa: E402
 import student_bundle  # noqa: E402
+from transformer_lib.cli.args import folder_problem  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -413,10 +414,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="the kit's folder (default: build/course), replaced")
     args = parser.parse_args(argv)
+    problem = folder_problem("--out", args.out)
+    if problem:
+        parser.error(problem)
     try:
         build(args.out)
     except BuildError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:                    # the disk filled up, a file vanished, ...
+        print(f"error: writing the kit into {args.out} failed: {err}", file=sys.stderr)
         return 1
     return 0
 
