@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import io
 import warnings
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Tuple
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
