@@ -92,6 +92,18 @@ def test_the_cases_of_the_issue_show_their_tables():
         cells = [c for c in deck(name)["cells"] if kind(c) != "notes"]
         i = next(i for i, c in enumerate(cells) if mark_slides.source(c).strip().endswith(lead))
         assert kind(cells[i + 1]) in SHOWN and cells[i + 1]["outputs"], (name, lead)
+    # 07's step probabilities ("Here are the steps ...") and its probes of section 6 (an
+    # override): shown by their output
+    cells = deck("07_inference")["cells"]
+    for start in ('example = "Friday', "probes = ["):
+        cell = next(c for c in cells if mark_slides.source(c).startswith(start))
+        assert kind(cell) in SHOWN and cell["metadata"]["transient"]["remove_source"], start
+
+
+def test_prose_announces_what_follows():
+    assert mark_slides.announces("Measured on random vectors:")
+    assert mark_slides.announces("Text.\n\nHere are the steps for one input.")
+    assert not mark_slides.announces("Here is a claim. And more.\n\nA last paragraph.")
 
 
 def test_an_explorer_becomes_a_line_pointing_to_the_notebook():

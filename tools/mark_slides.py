@@ -142,11 +142,20 @@ def is_heatmap(cell: dict) -> bool:
     return cell["cell_type"] == "code" and has_figure(cell) and "attention_heads(" in source(cell)
 
 
+ANNOUNCES = re.compile(r"(:\s*\Z)|((\A|\n\n)(Here (is|are)|Below|For each)\b[^\n]*(\n[^\n]+)*\s*\Z)")
+
+
+def announces(text: str) -> bool:
+    """Whether prose ends by announcing what follows: a final ":", or a last paragraph that
+    starts "Here is", "Here are", "Below" or "For each"."""
+    return bool(ANNOUNCES.search(text.strip()))
+
+
 def introduced(cell: dict, follower: dict, in_exercises: bool) -> bool:
-    """Whether markdown ``cell`` ends in ":" and introduces ``follower``, a code cell the rules
-    skip but whose table, figure or short code the slide needs (what the ":" announces)."""
+    """Whether markdown ``cell`` announces ``follower`` (see ``announces``), a code cell the
+    rules skip but whose table, figure or short code the slide needs."""
     if (in_exercises or cell["cell_type"] != "markdown" or follower["cell_type"] != "code"
-            or not source(cell).strip().endswith(":")
+            or not announces(source(cell))
             or "solution" in follower.get("metadata", {}).get("tags", [])):
         return False
     text = source(follower)
