@@ -22,9 +22,10 @@ comes from rules on each cell's content, then per-notebook overrides from
   a screen that is full continues on a new subslide (a short lead-in sentence moves with
   the code it introduces). The screen is the deck's 1280 x 720 slide, heights estimated in
   pixels (a little generously);
-- what a shown lead-in ending in ":" introduces is shown even when the rules would skip it
-  (a table, a figure, a short printout: the slide must not end on a colon); the deck then
-  shows it by its output only when its code is long;
+- what shown prose announces (a final ":", or a last paragraph starting "Here is/are",
+  "Below", "For each") is shown even when the rules would skip it (a table, a figure, a
+  short printout: the slide must not end on a colon); the deck then shows it by its output
+  only when its code is long;
 - **notes** (the speaker view, key S): long prose without a heading;
 - **skip**: imports, cells printing a module's source or other long output, long code
   without a figure (and a short lead-in ending in ":" before such a cell when what it
