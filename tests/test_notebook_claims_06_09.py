@@ -144,7 +144,7 @@ def test_the_dip_and_the_run_time_are_those_of_the_stored_run():
     seconds = re.search(r"trained 3000 steps in (\d+) s", stored_output("import time")).group(1)
     head = source(cells(NAMES[0])[0])
     assert f"{seconds} s of it is the training run of section 5" in head
-    assert f"3000 steps ({seconds} s on a shared 2-core AMD EPYC)" in text
+    assert f"3000 steps ({seconds} s on an otherwise idle 2-core AMD EPYC)" in text
 
 
 # --- notebook 07, section 4: when beam search changes the output -------------------------
