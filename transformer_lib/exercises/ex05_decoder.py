@@ -1,6 +1,7 @@
 """Checkers for notebook 05 (the decoder and the whole model): causal mask, cross-attention,
 parameter count of the complete Transformer; the assembly exercises (a decoder layer, the
-whole model's constructor) are checked in :mod:`.ex05_assembly` and re-exported here."""
+whole model's constructor) are checked in :mod:`.ex05_assembly` and :mod:`.ex05_model_init`
+and re-exported here."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,8 @@ from ..config import TransformerConfig
 from ..masks import causal_mask
 from ..model import Transformer
 from . import Feedback, check_count, check_tensor, first_match, keeps_rng, run_learner_code
-from .ex05_assembly import check_decoder_layer, check_transformer_init  # noqa: F401
+from .ex05_assembly import check_decoder_layer  # noqa: F401
+from .ex05_model_init import check_transformer_init  # noqa: F401
 
 Tensor = torch.Tensor
 
