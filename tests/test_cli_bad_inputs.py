@@ -2,7 +2,6 @@
 any work starts, in one usage line naming the flag (exit 2, no traceback), or handled as
 the README says: warnings for what translate cannot read as given, a closed pipe ending
 quietly, Ctrl-C honoured from the first line of the command to its exit."""
-import dataclasses
 import io
 import subprocess
 import sys
@@ -12,33 +11,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.cli import corpus as corpus_cli
 from transformer_lib.cli import export as export_cli
 from transformer_lib.cli import train as train_cli
 from transformer_lib.cli import translate as translate_cli
-from transformer_lib.data.tokenizers import CharTokenizer
-from transformer_lib.training import trainer as trainer_mod
-from transformer_lib.training.checkpoint import load_checkpoint, save_checkpoint
+from transformer_lib.training.checkpoint import load_checkpoint
 from transformer_lib.training.job import DataSpec
 
+from cli_runs import DATES, TINY, no_training, restore_threads, tiny_checkpoint  # noqa: F401
+
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--d-model", "16", "--d-ff", "32", "--layers", "1", "--heads", "2",
-        "--max-tokens", "150", "--warmup", "3", "--eval-limit", "4", "--no-progress",
-        "--threads", "1", "--no-compiled-kernels", "--no-keep-freed-memory"]
-DATES = ["--task", "dates", "--n-train", "60", "--n-valid", "4", "--n-test", "4", *TINY]
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def no_training(monkeypatch):
-    monkeypatch.setattr(trainer_mod.Trainer, "fit", lambda self: pytest.fail("trained"))
 
 
 def usage_error(capsys, main, argv) -> str:
@@ -146,15 +128,8 @@ LINES = ["5 March 2021", "03/05/21"]
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A random tiny model whose source vocabulary holds only the characters of LINES."""
-    torch.manual_seed(0)
-    src_tok = CharTokenizer.train(LINES)
-    tgt_tok = CharTokenizer.train(["0123456789-"])
-    config = TransformerConfig.tiny(src_tok.vocab_size, tgt_tok.vocab_size, P_drop=0.0,
-                                    max_len=16)
-    model = Transformer(config)
     path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
-    save_checkpoint(path, {"config": dataclasses.asdict(config), "model": model.state_dict(),
-                           "src_tokenizer": src_tok.to_dict(), "tgt_tokenizer": tgt_tok.to_dict()})
+    tiny_checkpoint(path, LINES)
     return path
 
 

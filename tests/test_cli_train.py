@@ -10,23 +10,7 @@ from transformer_lib.cli import train as train_cli
 from transformer_lib.training import trainer as trainer_mod
 from transformer_lib.training.checkpoint import load_checkpoint
 
-TINY = ["--d-model", "16", "--d-ff", "32", "--layers", "1", "--heads", "2",
-        "--max-tokens", "150", "--warmup", "3", "--eval-limit", "4", "--no-progress",
-        "--threads", "1", "--no-compiled-kernels", "--no-keep-freed-memory"]
-DATES = ["--task", "dates", "--n-train", "60", "--n-valid", "4", "--n-test", "4", *TINY]
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def no_training(monkeypatch):
-    """Fails the test if training starts: the error must come before."""
-    monkeypatch.setattr(trainer_mod.Trainer, "fit", lambda self: pytest.fail("trained"))
+from cli_runs import DATES, TINY, no_training, restore_threads  # noqa: F401
 
 
 def tsv(path: Path, lines) -> Path:

@@ -1,15 +1,13 @@
 """The translate command line, run in a subprocess against a checkpoint made here."""
-import dataclasses
 import subprocess
 import sys
 
 import pytest
 import torch
 
-from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.data.tokenizers import CharTokenizer
 from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.training.checkpoint import save_checkpoint
+
+from cli_runs import tiny_checkpoint
 
 LINES = ["5 March 2021", "", "03/05/21", "Saturday, 5th of march, 2021", "1 mai 1999"]
 
@@ -17,15 +15,8 @@ LINES = ["5 March 2021", "", "03/05/21", "Saturday, 5th of march, 2021", "1 mai 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A random (untrained) model: the test checks the plumbing, not the quality."""
-    torch.manual_seed(0)
-    src_tok = CharTokenizer.train(LINES)
-    tgt_tok = CharTokenizer.train(["0123456789-"])
-    config = TransformerConfig.tiny(src_tok.vocab_size, tgt_tok.vocab_size, P_drop=0.0,
-                                    max_len=16)
-    model = Transformer(config)
     path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
-    save_checkpoint(path, {"config": dataclasses.asdict(config), "model": model.state_dict(),
-                           "src_tokenizer": src_tok.to_dict(), "tgt_tokenizer": tgt_tok.to_dict()})
+    model, src_tok, tgt_tok = tiny_checkpoint(path, LINES)
     return path, model.eval(), src_tok, tgt_tok
 
 
