@@ -3,33 +3,39 @@
 The model reads and writes integer ids (§3.4: "learned embeddings to convert the input
 tokens and output tokens to vectors"). Two tokenizers share one interface:
 
+- :class:`Tokenizer`: the interface, the type of every ``tok``, ``src_tok`` and ``tgt_tok``
+  of the package;
 - :class:`CharTokenizer`: one id per character; right for the date task.
 - :class:`BPETokenizer`: byte-pair encoding (the paper's "byte-pair encoding ... shared
   source-target vocabulary of about 37000 tokens", §5.1), trained with the Hugging Face
-  ``tokenizers`` library, never by hand.
+  ``tokenizers`` library, never by hand (:mod:`.hf_bpe`).
 
-Special ids, identical in both: ``PAD_ID = 0`` ``"<pad>"``, ``BOS_ID = 1`` ``"<s>"``,
-``EOS_ID = 2`` ``"</s>"``, ``UNK_ID = 3`` ``"<unk>"``. A character never seen in training
-becomes ``UNK_ID``. ``to_dict()`` holds only JSON-safe values, so a tokenizer can live inside
+Special ids, identical in both (:mod:`.special_tokens`): ``PAD_ID = 0`` ``"<pad>"``,
+``BOS_ID = 1`` ``"<s>"``, ``EOS_ID = 2`` ``"</s>"``, ``UNK_ID = 3`` ``"<unk>"``. A character
+never seen in training becomes ``UNK_ID``. ``to_dict()`` holds only JSON-safe values, so a tokenizer can live inside
 a checkpoint read with ``torch.load(weights_only=True)``; :func:`tokenizer_from_dict` rebuilds it.
 """
 from __future__ import annotations
 
-import json
 import sys
-import warnings
-from typing import Iterable, List, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, List, Sequence, Union
 
 from ..checks import check_int
+from .hf_bpe import cut_long_words, hf_from_json, train_bpe
+from .special_tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIAL_TOKENS, UNK, UNK_ID
 
-PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)                # index in this tuple == id
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["PAD", "BOS", "EOS", "UNK", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS",
+           "Tokenizer", "CharTokenizer", "BPETokenizer", "tokenizer_from_dict", "Ids"]
+
+Ids = Union[Sequence[int], "torch.Tensor"]       # token ids: a list, or a 1-D integer tensor
 MAX_WORD = 10_000          # BPE training: longer runs without a space are cut (time ~ length^2)
 LONG_TRAINING = 50_000_000  # BPE training on more characters says what it does (~8x the Bible)
 
 
-def _check_texts(texts) -> List[str]:
+def _check_texts(texts: Any) -> List[str]:
     if isinstance(texts, str) or not isinstance(texts, Iterable):
         raise TypeError(f"texts must be an iterable of str (not a single str), got "
                         f"{type(texts).__name__}")
@@ -42,13 +48,13 @@ def _check_texts(texts) -> List[str]:
     return texts
 
 
-def _check_text(text) -> str:
+def _check_text(text: Any) -> str:
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     return text
 
 
-def _as_id_list(ids) -> List[int]:
+def _as_id_list(ids: Any) -> List[int]:
     if hasattr(ids, "tolist"):                       # torch.Tensor / numpy array
         ids = ids.tolist()
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
@@ -60,8 +66,15 @@ def _as_id_list(ids) -> List[int]:
 
 
 class Tokenizer:
-    """The interface of every tokenizer: ``vocab_size``, ``encode``, ``decode``,
-    ``id_to_token``, ``to_dict``, and the special ids, the same in all of them."""
+    """The interface of every tokenizer, and the type of ``tok``/``src_tok``/``tgt_tok``.
+
+    A tokenizer has a ``vocab_size`` (also ``len(tok)``), turns text into ids (``encode``)
+    and back (``decode``), names one id (``id_to_token``) and describes itself in JSON-safe
+    values (``to_dict``, with a ``kind`` that :func:`tokenizer_from_dict` dispatches on).
+    The special ids are class attributes, the same in every tokenizer. A new tokenizer
+    subclasses this class and implements the five members that raise
+    ``NotImplementedError`` here.
+    """
 
     pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
     kind = "base"
@@ -74,7 +87,7 @@ class Tokenizer:
         """``text`` -> ids, with ``<s>``/``</s>`` added on request."""
         raise NotImplementedError
 
-    def decode(self, ids, skip_special: bool = True) -> str:
+    def decode(self, ids: Ids, skip_special: bool = True) -> str:
         """ids (list or 1-D tensor) -> text; special tokens left out unless asked."""
         raise NotImplementedError
 
@@ -91,7 +104,7 @@ class Tokenizer:
     def _wrap(self, ids: List[int], add_bos: bool, add_eos: bool) -> List[int]:
         return [BOS_ID] * bool(add_bos) + ids + [EOS_ID] * bool(add_eos)
 
-    def _check_id(self, i) -> int:
+    def _check_id(self, i: Any) -> int:
         if getattr(i, "ndim", None) == 0 and hasattr(i, "item"):      # a 0-d tensor or array
             i = i.item()
         return check_int(i, "i", 0, self.vocab_size - 1)
@@ -133,7 +146,7 @@ class CharTokenizer(Tokenizer):
         ids = [self._stoi.get(c, UNK_ID) for c in _check_text(text)]
         return self._wrap(ids, add_bos, add_eos)
 
-    def decode(self, ids, skip_special: bool = True) -> str:
+    def decode(self, ids: Ids, skip_special: bool = True) -> str:
         ids = _as_id_list(ids)
         self._check_range(ids)
         keep = [i for i in ids if not (skip_special and i < len(SPECIAL_TOKENS))]
@@ -157,7 +170,7 @@ class BPETokenizer(Tokenizer):
 
     kind = "bpe"
 
-    def __init__(self, hf_tokenizer):
+    def __init__(self, hf_tokenizer: Any) -> None:
         from tokenizers import Tokenizer as HFTokenizer
         if not isinstance(hf_tokenizer, HFTokenizer):
             raise TypeError("hf_tokenizer must be a tokenizers.Tokenizer, got "
@@ -178,22 +191,14 @@ class BPETokenizer(Tokenizer):
         warning. On more than ``LONG_TRAINING`` characters, a line on stderr says what is
         being trained, and the library's progress bars show how far it is.
         """
-        from tokenizers import Tokenizer as HFTokenizer
-        from tokenizers import decoders, models, pre_tokenizers, trainers
         check_int(vocab_size, "vocab_size", len(SPECIAL_TOKENS) + 1)
         check_int(min_frequency, "min_frequency", 0)
-        texts = _cut_long_words(_check_texts(texts))
+        texts = cut_long_words(_check_texts(texts), MAX_WORD)
         chars = sum(map(len, texts))
         if chars > LONG_TRAINING:
             print(f"training BPE: {vocab_size:,} tokens from {len(texts):,} texts "
                   f"({chars:,} characters); this can take minutes", file=sys.stderr, flush=True)
-        hf = HFTokenizer(models.BPE(unk_token=UNK))
-        hf.pre_tokenizer = pre_tokenizers.Metaspace()
-        hf.decoder = decoders.Metaspace()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=list(SPECIAL_TOKENS),
-                                      show_progress=chars > LONG_TRAINING)
-        hf.train_from_iterator(texts, trainer=trainer)
+        hf = train_bpe(texts, vocab_size, min_frequency, show_progress=chars > LONG_TRAINING)
         return cls(hf)
 
     @property
@@ -204,37 +209,19 @@ class BPETokenizer(Tokenizer):
         ids = self.hf.encode(_check_text(text), add_special_tokens=False).ids
         return self._wrap(ids, add_bos, add_eos)
 
-    def decode(self, ids, skip_special: bool = True) -> str:
+    def decode(self, ids: Ids, skip_special: bool = True) -> str:
         ids = _as_id_list(ids)
         self._check_range(ids)
         return self.hf.decode(ids, skip_special_tokens=skip_special)
 
     def id_to_token(self, i: int) -> str:
-        return self.hf.id_to_token(self._check_id(i))
+        token = self.hf.id_to_token(self._check_id(i))
+        if token is None:                   # a gap in a hand-made vocabulary's ids
+            raise ValueError(f"i={i} has no token in this vocabulary")
+        return token
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "json": self.hf.to_str()}
-
-
-def _cut_long_words(texts: List[str]) -> List[str]:
-    """``texts`` with every run of more than ``MAX_WORD`` non-space characters cut into
-    pieces (separate training texts), and a warning saying how many and where."""
-    out, cut = [], []
-    for i, text in enumerate(texts):
-        if len(text) <= MAX_WORD or all(len(w) <= MAX_WORD for w in text.split()):
-            out.append(text)
-            continue
-        for word in text.split():
-            if len(word) > MAX_WORD:
-                cut.append((len(word), i))
-            out += [word[j:j + MAX_WORD] for j in range(0, len(word), MAX_WORD)]
-    if cut:
-        longest, where = max(cut)
-        warnings.warn(f"texts hold {len(cut)} word(s) longer than {MAX_WORD:,} characters (the "
-                      f"longest: {longest:,}, in texts[{where}]): cut into {MAX_WORD:,}-character"
-                      " pieces for BPE training, whose time grows with the square of a word's "
-                      "length; encoding is not affected", stacklevel=3)
-    return out
 
 
 def tokenizer_from_dict(d: dict) -> Tokenizer:
@@ -255,21 +242,4 @@ def tokenizer_from_dict(d: dict) -> Tokenizer:
             raise TypeError(f"d['chars'] must be a list of characters, got "
                             f"{type(d['chars']).__name__}")
         return CharTokenizer(d["chars"])
-    return BPETokenizer(_hf_from_json(d["json"]))
-
-
-def _hf_from_json(text):
-    """A Hugging Face tokenizer from its JSON; ValueError (one line) for anything else."""
-    from tokenizers import Tokenizer as HFTokenizer
-    if not isinstance(text, str):
-        raise TypeError(f"d['json'] must be a str of the tokenizer's JSON, got "
-                        f"{type(text).__name__}")
-    try:
-        json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"d['json'] is not valid JSON: {e}") from None
-    try:
-        return HFTokenizer.from_str(text)
-    except Exception as e:          # the library raises a bare Exception
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise ValueError(f"d['json'] is not a tokenizer's JSON: {reason}") from None
+    return BPETokenizer(hf_from_json(d["json"]))
