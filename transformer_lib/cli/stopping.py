@@ -14,7 +14,11 @@ import signal
 import sys
 import warnings
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from types import FrameType
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Type, Union
+
+if TYPE_CHECKING:                  # the entry points load this module before PyTorch
+    from ..training.trainer import Trainer
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -32,7 +36,7 @@ def exit_code(signum: int) -> int:
     return 128 + int(signum)
 
 
-def _raise(signum, frame) -> None:
+def _raise(signum: int, frame: Optional[FrameType]) -> None:
     raise Interrupted(signum)
 
 
@@ -48,7 +52,7 @@ def signals_interrupt() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-def _exit_now(signum, frame) -> None:
+def _exit_now(signum: int, frame: Optional[FrameType]) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -57,7 +61,8 @@ def _exit_now(signum, frame) -> None:
     os._exit(exit_code(signum))
 
 
-def one_line_warning(message, category, filename, lineno, line=None) -> str:
+def one_line_warning(message: Union[Warning, str], category: Type[Warning], filename: str,
+                     lineno: int, line: Optional[str] = None) -> str:
     """A warning as a command line shows it: one line, no source location."""
     return f"warning: {message}\n"
 
@@ -91,7 +96,7 @@ class GracefulStop:
     ``signum`` is the first signal received, or None.
     """
 
-    def __init__(self, trainer, announce: bool = True):
+    def __init__(self, trainer: Trainer, announce: bool = True) -> None:
         self.trainer, self.announce = trainer, announce
         self.signum: Optional[int] = None
         self._old: dict = {}
@@ -100,11 +105,11 @@ class GracefulStop:
         self._old = {s: signal.signal(s, self._handle) for s in SIGNALS}
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         for s, handler in self._old.items():
             signal.signal(s, handler)
 
-    def _handle(self, signum, frame) -> None:
+    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
         if self.signum is not None:
             raise Interrupted(signum)
         self.signum = signum
@@ -131,7 +136,7 @@ def resume_command(argv: List[str]) -> str:
 
 
 # what the command line says ---------------------------------------------------------------
-def stopped(argv, ckpt_path: Path, trainer, signum: int) -> int:
+def stopped(argv: List[str], ckpt_path: Path, trainer: Trainer, signum: int) -> int:
     """After a graceful stop: where the checkpoint is and how to go on."""
     name, steps = signal_name(signum), trainer.settings.steps
     if trainer.stopped_early:
@@ -143,19 +148,21 @@ def stopped(argv, ckpt_path: Path, trainer, signum: int) -> int:
     return exit_code(signum)
 
 
-def stopped_at_once(argv, ckpt_path: Path, trainer, signum: int) -> int:
+def stopped_at_once(argv: List[str], ckpt_path: Path, trainer: Optional[Trainer],
+                    signum: int) -> int:
     name = signal_name(signum)
     saved = trainer.saved_step if trainer is not None else None
-    if saved is not None and trainer.dist.is_main:
+    main = trainer is None or trainer.dist.is_main
+    if saved is not None and main:
         print(f"{name}: stopped at once; the last complete checkpoint is {ckpt_path} "
               f"(step {saved}). Resume with: {resume_command(argv)}", file=sys.stderr)
-    elif trainer is None or trainer.dist.is_main:
+    elif main:
         print(f"{name}: stopped before training wrote a checkpoint; nothing to resume",
               file=sys.stderr)
     return exit_code(signum)
 
 
-def failed_save(argv, ckpt_path: Path, trainer, error: OSError) -> int:
+def failed_save(argv: List[str], ckpt_path: Path, trainer: Trainer, error: OSError) -> int:
     """A checkpoint that could not be written (disk full, ...): the previous one is intact."""
     saved = trainer.saved_step
     last = (f"the last complete checkpoint is {ckpt_path} (step {saved}); fix that, then "
@@ -165,7 +172,7 @@ def failed_save(argv, ckpt_path: Path, trainer, error: OSError) -> int:
     return 1
 
 
-def diverged(ckpt_path: Path, trainer, error: FloatingPointError) -> int:
+def diverged(ckpt_path: Path, trainer: Optional[Trainer], error: FloatingPointError) -> int:
     """Training that diverged (the loss is NaN or infinite): one line, no traceback."""
     saved = trainer.saved_step if trainer is not None else None
     last = (f"the last complete checkpoint is {ckpt_path} (step {saved})" if saved is not None

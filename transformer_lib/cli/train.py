@@ -26,23 +26,24 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
 from .. import fast
 from ..config import TransformerConfig
 from ..training.checkpoint import CheckpointError, load_checkpoint
-from ..training.distributed import cleanup, init_distributed
+from ..training.distributed import DistContext, cleanup, init_distributed
 from ..training.metrics import evaluate_translation
 from ..data.tokenizers import tokenizer_from_dict
-from ..training.job import DataSpec, JobError, ModelSpec, TrainJob
+from ..training.job import DataSpec, JobError, ModelSpec, Pairs, TrainJob
 from ..training.job import prepare as prepare_job
 from ..training.trainer import Trainer, TrainSettings, pick_device
 from .stopping import (GracefulStop, diverged, failed_save, resume_command, signals_interrupt,
                        stopped, stopped_at_once)
 from .train_args import train_parser
 from .train_checks import FLAGS, UsageError, check_args, check_resume, dest, in_flags
+
 
 def build_parser() -> argparse.ArgumentParser:
     return train_parser(__doc__)
@@ -62,7 +63,7 @@ def read_resumed(ckpt_path: Path):
     return ckpt
 
 
-def job_from(args, ckpt_path: Path) -> TrainJob:
+def job_from(args: argparse.Namespace, ckpt_path: Path) -> TrainJob:
     """The run the flags describe, as a library :class:`TrainJob`."""
     fields = {part: {f[len(part) + 1:]: getattr(args, dest(f)) for f in FLAGS
                      if f.startswith(part + ".")} for part in ("data", "model", "settings")}
@@ -74,7 +75,8 @@ def job_from(args, ckpt_path: Path) -> TrainJob:
     return TrainJob(data, ModelSpec(model["preset"], sizes), settings)
 
 
-def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
+def prepare(args: argparse.Namespace, ckpt_path: Path, dist: DistContext, device: torch.device,
+            kernels: bool) -> Tuple[Trainer, Optional[Pairs]]:
     """Everything before the first step, with every check that can be made now.
 
     -> (trainer, test pairs or None)."""
@@ -111,17 +113,24 @@ def prepare(args, ckpt_path: Path, dist, device, kernels: bool):
     return run.trainer, run.test_pairs
 
 
-def run(args, ckpt_path: Path, kernels: bool = False, progress: Optional[dict] = None
-        ) -> Trainer:
-    """Train; ``progress["trainer"]`` holds the trainer as soon as it exists (for the
-    messages of an interrupted or failed run)."""
+@dataclasses.dataclass
+class Running:
+    """The command's run as far as it got: ``trainer`` is set as soon as it exists, for the
+    messages of an interrupted or failed run."""
+
+    trainer: Optional[Trainer] = None
+
+
+def run(args: argparse.Namespace, ckpt_path: Path, kernels: bool = False,
+        running: Optional[Running] = None) -> Trainer:
+    """Train; ``running.trainer`` holds the trainer as soon as it exists."""
     device = pick_device(args.device)
     dist = init_distributed(device.type)
     if dist.enabled and device.type == "cuda":
         device = torch.device("cuda", dist.local_rank)
     trainer, test_pairs = prepare(args, ckpt_path, dist, device, kernels)
-    if progress is not None:
-        progress["trainer"] = trainer
+    if running is not None:
+        running.trainer = trainer
     if dist.enabled:
         torch.manual_seed(args.seed + 1000 * dist.rank + trainer.step)  # own dropout per rank
     start, first = time.perf_counter(), trainer.step
@@ -144,7 +153,7 @@ def run(args, ckpt_path: Path, kernels: bool = False, progress: Optional[dict] =
     return trainer
 
 
-def wants_compiled_kernels(parser: argparse.ArgumentParser, args) -> bool:
+def wants_compiled_kernels(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
     """Whether this run uses the compiled CPU kernels; builds them now (once), not
     mid-training.
 
@@ -185,21 +194,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.keep_freed_memory:
         fast.keep_freed_memory()
-    progress: dict = {}
+    running = Running()
     try:
         with signals_interrupt():
-            trainer = run(args, ckpt_path, wants_compiled_kernels(parser, args), progress)
+            trainer = run(args, ckpt_path, wants_compiled_kernels(parser, args), running)
     except UsageError as e:
         parser.error(str(e))
     except KeyboardInterrupt as e:                  # a second Ctrl-C, or one before training
         signum = getattr(e, "signum", 2)
-        return stopped_at_once(argv, ckpt_path, progress.get("trainer"), signum)
+        return stopped_at_once(argv, ckpt_path, running.trainer, signum)
     except OSError as e:
-        if "trainer" not in progress:
+        if running.trainer is None:
             raise
-        return failed_save(argv, ckpt_path, progress["trainer"], e)
+        return failed_save(argv, ckpt_path, running.trainer, e)
     except FloatingPointError as e:                 # the loss became NaN or infinite
-        return diverged(ckpt_path, progress.get("trainer"), e)
+        return diverged(ckpt_path, running.trainer, e)
     if not trainer.dist.is_main:
         return 0
     signum = getattr(trainer, "stop_signal", None)

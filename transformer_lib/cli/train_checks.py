@@ -44,7 +44,7 @@ class UsageError(Exception):
     """Bad input found before training: the command line prints it as a usage error."""
 
 
-def check_args(p: argparse.ArgumentParser, args) -> Path:
+def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
     """Reject contradictory or impossible arguments; return the checkpoint path."""
     sources = [FLAGS[f"data.{f}"] for f in ("task", "corpus", "train_file")
                if getattr(args, f) is not None]
@@ -95,7 +95,7 @@ def check_out(out: Path, ckpt_path: Path) -> None:
         raise UsageError(f"--name: {ckpt_path} is a folder, not a checkpoint file")
 
 
-def where(args, field: str) -> Tuple[str, str]:
+def where(args: argparse.Namespace, field: str) -> Tuple[str, str]:
     """(what the user gave, separator) for a job field, to name flags in messages."""
     split = {"train": ("--train-file", args.train_file), "valid": ("--valid-file",
              args.valid_file), "test": ("--test-file", args.test_file)}
@@ -118,7 +118,7 @@ def where(args, field: str) -> Tuple[str, str]:
     return field, ": "
 
 
-def in_flags(args, field: str, message: str) -> str:
+def in_flags(args: argparse.Namespace, field: str, message: str) -> str:
     prefix, sep = where(args, field)
     return f"{prefix}{sep}{message}"
 
@@ -128,7 +128,8 @@ def listed(differences: List[Difference]) -> str:
                      for d in differences)
 
 
-def check_resume(args, ckpt: Dict[str, Any], job: TrainJob, notes: List[str]) -> None:
+def check_resume(args: argparse.Namespace, ckpt: Dict[str, Any], job: TrainJob,
+                 notes: List[str]) -> None:
     """Refuse a resumed run that would not continue the stored one (another model, or
     other data or settings without --override), or that would train nothing."""
     differences = resume_differences(ckpt, job)

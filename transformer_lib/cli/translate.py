@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from ..sentences import source_report, translate
+from ..sentences import SourceReport, source_report, translate
 from .args import device_problem, float_in, positive_int
 
 
@@ -46,7 +46,7 @@ def read_lines(parser: argparse.ArgumentParser) -> List[str]:
     return lines
 
 
-def warn_about(report, max_len: int, n_lines: int) -> None:
+def warn_about(report: SourceReport, max_len: int, n_lines: int) -> None:
     """One warning on stderr for what the model cannot read as given."""
     if report.cut:
         print(f"warning: {report.cut} of {n_lines} lines are longer than the model's "
