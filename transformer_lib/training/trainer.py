@@ -14,7 +14,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..config import TransformerConfig
+from ..data.batching import encode_fitting, token_batches
 from ..model import Transformer
+from .averaging import WeightAveraging
 from .checkpoint import (load_checkpoint, remove_temporaries, rng_state, save_checkpoint,
                          set_rng_state)
 from .distributed import DistContext, shard, wrap_model
@@ -24,16 +26,13 @@ from .precision import bf16_problem
 from .progress import make_progress
 from .schedule import make_optimizer
 from .settings import TrainSettings, check_trainer_arguments, pick_device
+from .validation import new_history, validation_loss
 
 Pairs = Sequence[Tuple[str, str]]
+__all__ = ["Trainer", "TrainSettings", "new_history", "pick_device"]
 
 
-def new_history() -> Dict[str, List[float]]:
-    keys = ("step", "loss", "lr", "val_step", "val_loss", "val_exact_match", "val_bleu")
-    return {k: [] for k in keys}
-
-
-class Trainer:
+class Trainer(WeightAveraging):
     """Trains ``model`` on encoded ``train_examples`` [(src_ids, tgt_ids)], validating on
     ``valid_pairs`` [(source, reference)] strings.
 
@@ -46,7 +45,6 @@ class Trainer:
     def __init__(self, model: Transformer, src_tok, tgt_tok, train_examples, valid_pairs: Pairs,
                  settings: TrainSettings, device: Optional[str] = None,
                  dist: DistContext = DistContext(), extra: Optional[dict] = None):
-        from ..data.batching import encode_fitting
         check_trainer_arguments(model, src_tok, tgt_tok, settings, extra)
         train_examples = list(train_examples)
         if not train_examples:
@@ -71,8 +69,7 @@ class Trainer:
             self.model, model.config.d_model, settings.warmup, settings.lr_factor)
         self.step, self.epoch, self.position, self.history = 0, 0, 0, new_history()
         self._batches: Optional[list] = None
-        self.weight_sum: Dict[str, torch.Tensor] = {}           # snapshots for averaging
-        self.averaged_steps: List[int] = []                     # ... and their steps
+        self.reset_average()                      # weight averaging (§6.1): no snapshot yet
         self.stop_signal: Optional[int] = None    # set by request_stop (e.g. on Ctrl-C)
         self.stopped_early = False                # fit returned before settings.steps
         self.budget_spent = False                 # ... because settings.time_budget ran out
@@ -91,7 +88,6 @@ class Trainer:
 
     def epoch_batches(self, epoch: int) -> list:
         """The batches of ``epoch`` that belong to this rank (DistributedSampler-like)."""
-        from ..data.batching import token_batches
         s = self.settings
         batches = token_batches(self.train_examples, s.max_tokens, shuffle=True,
                                 seed=s.seed + epoch, pad_id=self.model.config.pad_id)
@@ -119,17 +115,10 @@ class Trainer:
     def validate(self) -> Dict[str, float]:
         """Validation loss (teacher forcing, all pairs) and exact match / BLEU of greedy
         translations of the first ``eval_limit`` pairs."""
-        from ..data.batching import token_batches
         s, model = self.settings, self.model
         model.eval()
-        total, tokens = 0.0, 0
-        for batch in token_batches(self.valid_examples, s.max_tokens, shuffle=False,
-                                   pad_id=model.config.pad_id):              # [] if none
-            batch = batch.to(self.device)
-            with self._autocast():
-                logits = model(batch.src, batch.tgt_in)                     # (B, T, V)
-            total += self.criterion(logits, batch.tgt_out).item() * batch.n_tokens
-            tokens += batch.n_tokens
+        loss = validation_loss(model, self.criterion, self.valid_examples, s.max_tokens,
+                               self.device, self._autocast)
         pairs = self.valid_pairs[:s.eval_limit]
         scores = {"exact_match": math.nan, "bleu": math.nan}     # no validation pair: no score
         if pairs:
@@ -137,8 +126,7 @@ class Trainer:
                 scores = evaluate_translation(model, pairs, self.src_tok, self.tgt_tok,
                                               s.decode_max_len, s.bleu_tokenize, self.device)
         model.train()
-        return {"loss": total / tokens if tokens else math.nan,
-                "exact_match": scores["exact_match"], "bleu": scores["bleu"]}
+        return {"loss": loss, "exact_match": scores["exact_match"], "bleu": scores["bleu"]}
 
     # checkpoints -------------------------------------------------------------------------
     def state_dict(self) -> Dict[str, Any]:
@@ -151,8 +139,7 @@ class Trainer:
             "step": self.step, "epoch": self.epoch, "position": self.position,
             "rng": rng_state(),
             "history": self.history,
-            "average": {"sum": self.weight_sum, "count": self.n_averaged,
-                        "steps": self.averaged_steps},
+            "average": self.average_state(),
             "settings": dataclasses.asdict(self.settings),
             "src_tokenizer": self.src_tok.to_dict(), "tgt_tokenizer": self.tgt_tok.to_dict(),
             "extra": self.extra,
@@ -166,16 +153,7 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.position = state["step"], state["epoch"], state["position"]
         self.history = {k: list(v) for k, v in state["history"].items()}
-        average = state.get("average", {"sum": {}, "count": 0})   # older checkpoints: none
-        self.weight_sum = dict(average["sum"])
-        self.averaged_steps = list(average.get("steps", [None] * average["count"]))
-        if any(t is not None and not self._snapshot_due(t) for t in self.averaged_steps):
-            warnings.warn(
-                f"the checkpoint's weight average holds snapshots from steps "
-                f"{self.averaged_steps}, which are not snapshot steps of these settings "
-                f"(steps={self.settings.steps}, average_last={self.settings.average_last}, "
-                f"average_every={self.settings.average_every}): starting the average afresh")
-            self.weight_sum, self.averaged_steps = {}, []
+        self.load_average_state(state.get("average", {"sum": {}, "count": 0}))  # older: none
         self._batches = self.epoch_batches(self.epoch)
         set_rng_state(state["rng"])
 
@@ -218,7 +196,7 @@ class Trainer:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", refresh=False)
             last = self.step == s.steps
-            self._snapshot(bar, last)
+            self.take_snapshot(bar, last)
             due = last or bool(s.save_every and self.step % s.save_every == 0)
             if due:
                 self.save()
@@ -247,39 +225,7 @@ class Trainer:
         self.budget_spent = self.budget_spent or (bool(flag) and not self.stop_signal)
         return bool(flag)
 
-    # weight averaging (§6.1) ---------------------------------------------------------------
-    @property
-    def n_averaged(self) -> int:
-        return len(self.averaged_steps)
-
-    def _snapshot_due(self, step: int) -> bool:
-        """Whether ``step`` is one of the last ``average_last`` snapshot steps."""
-        s = self.settings
-        to_go = s.steps - step
-        return bool(s.average_last) and to_go % s.average_every == 0 \
-            and 0 <= to_go < s.average_last * s.average_every
-
-    @torch.no_grad()
-    def _snapshot(self, bar, last: bool) -> None:
-        """Add the weights to the running sum at the last ``average_last`` snapshot steps;
-        at the last step, load their mean into the model."""
-        s = self.settings
-        if not self._snapshot_due(self.step):
-            return
-        for name, p in self.model.named_parameters():
-            if name in self.weight_sum:
-                self.weight_sum[name] += p
-            else:
-                self.weight_sum[name] = p.clone()            # under no_grad
-        self.averaged_steps.append(self.step)
-        if last:
-            for name, p in self.model.named_parameters():
-                p.copy_(self.weight_sum[name] / self.n_averaged)
-            if s.verbose and self.dist.is_main:
-                bar.write(f"step {self.step}: weights averaged over the last {self.n_averaged} "
-                          f"snapshots, {s.average_every} steps apart")
-            self.weight_sum, self.averaged_steps = {}, []
-
+    # history ----------------------------------------------------------------------------
     def _log(self, **values) -> None:
         for k, v in values.items():
             self.history[k].append(v)
