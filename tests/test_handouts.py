@@ -1,0 +1,97 @@
+"""The printable PDF handouts of the kit (tools/handouts.py): one deck and one notebook printed
+by headless Chromium, then opened with a real PDF parser (pypdf). The deck has a page per
+slide, 1280 x 720 px; the notebook is on A4, several pages, its title on the first, its math
+typeset and its figures in. Like tests/test_slides.py, the browser test runs under ``CI=true``
+and elsewhere skips with a one-line install hint when Chromium is missing.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from browser import chromium_path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import build_course  # noqa: E402
+import handouts  # noqa: E402
+
+NAME = "01_embedding"          # the shortest deck and notebook of the series
+PT_PER_PX = 0.75               # CSS pixels at 96 per inch, PDF points at 72
+
+
+def first_heading(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    text = "".join(cells[0]["source"])
+    return text.split("\n")[0].lstrip("# ").strip()
+
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory):
+    """One deck and one notebook printed, as the kit prints them."""
+    chromium_path()                                   # skip (or fail in CI) without a browser
+    tmp = tmp_path_factory.mktemp("handouts")
+    notebook = ROOT / "notebooks" / f"{NAME}.ipynb"
+    counts = build_course.build_slides({NAME: build_course.read_notebook(notebook)},
+                                       tmp / "slides")
+    lines = []
+    written = handouts.write_handouts(tmp / "handouts",
+                                      decks=[tmp / "slides" / f"{NAME}.slides.html"],
+                                      notebooks=[notebook], log=lines.append)
+    return {h.kind: h for h in written}, counts[NAME], notebook, lines
+
+
+def test_the_deck_has_a_page_per_slide(printed):
+    import pypdf
+    made, slides, _, lines = printed
+    deck = made["slides"]
+    assert deck.pdf.name == f"{NAME}.slides.pdf" and deck.pages == slides
+    reader = pypdf.PdfReader(deck.pdf)
+    assert len(reader.pages) == slides, f"{len(reader.pages)} pages for {slides} slides"
+    for page in reader.pages:                          # the slide's own size: 1280 x 720 px
+        assert (float(page.mediabox.width), float(page.mediabox.height)) == \
+            pytest.approx((1280 * PT_PER_PX, 720 * PT_PER_PX), abs=1)
+    assert "Token embeddings" in reader.pages[0].extract_text()
+    assert lines and lines[-1].startswith("handouts/: 1 decks, 1 notebooks, ")
+    print(f"deck: {len(reader.pages)} pages, {deck.size_kb:.0f} kB, {deck.seconds:.1f} s")
+
+
+def test_the_notebook_is_on_a4_with_its_title_math_and_figures(printed):
+    import pypdf
+    made, _, notebook, _ = printed
+    handout = made["notebook"]
+    assert handout.pdf.name == f"{NAME}.pdf"
+    reader = pypdf.PdfReader(handout.pdf)
+    assert len(reader.pages) > 1
+    width, height = (float(x) for x in reader.pages[0].mediabox[2:])
+    assert (width, height) == pytest.approx((595.9, 842.9), abs=1), "A4"
+    first = reader.pages[0].extract_text()
+    title = first_heading(notebook)                   # '01 · Token embeddings'
+    assert title.split("·")[-1].strip() in first, first[:200]
+    assert "\\sqrt" not in first and "$" not in first, "TeX left untypeset on page 1"
+    assert sum(len(page.images) for page in reader.pages) >= 1, "no figure in the PDF"
+    text = "\n".join(page.extract_text() for page in reader.pages)
+    assert "site-nav" not in text and "Download 01_embedding.ipynb" not in text
+    print(f"notebook: {len(reader.pages)} pages, {handout.size_kb:.0f} kB, "
+          f"{handout.seconds:.1f} s")
+
+
+# --- without a browser ------------------------------------------------------------------------
+
+def test_a_missing_source_is_named(tmp_path):
+    with pytest.raises(handouts.HandoutError, match=r"no such deck or notebook: .*nope\.ipynb"):
+        handouts.write_handouts(tmp_path, notebooks=[tmp_path / "nope.ipynb"])
+
+
+def test_a_missing_browser_says_how_to_install_it_or_skip(tmp_path, monkeypatch):
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.setattr(handouts.shutil, "which", lambda name: None)
+    deck = tmp_path / "01_x.slides.html"
+    deck.write_text("<html></html>")
+    with pytest.raises(handouts.NoBrowser, match=r"no chromium executable on PATH: install "
+                       r"Debian's chromium .* or build with --no-handouts"):
+        handouts.write_handouts(tmp_path / "out", decks=[deck])
+    assert not (tmp_path / "out").exists()
