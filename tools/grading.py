@@ -42,8 +42,10 @@ SOLUTION_TAG = "solution"
 EXERCISES = re.compile(r"^##\s+Exercises\b", re.M | re.I)
 STATEMENT = re.compile(r"(?:^#{2,4}\s*Exercise\s+(\d+)|\*\*Exercise\s+(\d+))", re.M)
 SCHEMA_VERSION = 3
-GRADED_NOTE = ("Your answers are graded: each check cell is a test worth the points shown, and "
-               "the grader runs further tests of its own.")
+GRADED_NOTE = ("Your answers are graded: each check cell is a test, worth 2 points for a class "
+               "and 1 for a function, and the grader runs further tests of its own.")
+# the notebooks show the repository's images/ from ../images; an assignment holds its own copy
+IMAGE = re.compile(r"\.\./images/([\w.-]+)")
 
 #: Hidden tests, by checker: further cases the grader runs after the checker passed. ``$answer``
 #: is the learner's function or class (the checker's first argument), ``$module`` the checker's
@@ -320,9 +322,12 @@ def nbgrader_metadata(grade_id: str, solution: bool, points: Optional[int] = Non
     return meta
 
 
-def code_cell(text: str, metadata: dict) -> dict:
-    return {"cell_type": "code", "execution_count": None, "metadata": metadata,
+def code_cell(old: dict, text: str, nbgrader: dict) -> dict:
+    """A new code cell in place of ``old`` (its id and metadata kept), no outputs."""
+    cell = {"cell_type": "code", "execution_count": None,
+            "metadata": {**old.get("metadata", {}), "nbgrader": nbgrader},
             "outputs": [], "source": text}
+    return {"id": old["id"], **cell} if "id" in old else cell
 
 
 def graded_intro(text: str) -> str:
@@ -361,10 +366,10 @@ def exercise_cells(cells: List[dict], ex: Exercise, name: str) -> Tuple[dict, di
     points = 2 if any(isinstance(n, ast.ClassDef) for n in tree.body) else 1
     names = [n.name for n in tree.body if isinstance(n, FUNCTIONS + (ast.ClassDef,))]
     graded = Graded(ex.number, names, checkers, points, BEGIN_HIDDEN in test, kept)
-    answer_cell = code_cell(answer, {**cells[ex.stub].get("metadata", {}), "nbgrader":
-                                     nbgrader_metadata(f"exercise-{ex.number}-answer", True)})
-    test_cell = code_cell(test, {**cells[ex.check].get("metadata", {}), "nbgrader":
-                                 nbgrader_metadata(f"exercise-{ex.number}-tests", False, points)})
+    answer_cell = code_cell(cells[ex.stub], answer,
+                            nbgrader_metadata(f"exercise-{ex.number}-answer", True))
+    test_cell = code_cell(cells[ex.check], test,
+                          nbgrader_metadata(f"exercise-{ex.number}-tests", False, points))
     return answer_cell, test_cell, graded
 
 
@@ -388,8 +393,15 @@ def source_notebook(nb: dict, name: str) -> Tuple[dict, List[Graded]]:
             if i == start:
                 cell["source"] = graded_intro(cell_text(cell))
             out.append(cell)
+    for cell in out:
+        cell["source"] = IMAGE.sub(r"images/\1", cell_text(cell))
     nb["cells"] = out
     return nb, graded
+
+
+def images(nb: dict) -> List[str]:
+    """The files of the repository's images/ that a notebook shows."""
+    return sorted({m for cell in nb["cells"] for m in IMAGE.findall(cell_text(cell))})
 
 
 # --- the course folder -------------------------------------------------------------------
@@ -464,6 +476,9 @@ def build(nbs: Dict[str, dict], out: Path, log: Callable[[str], None] = print) -
             continue
         folder = out / "source" / name
         folder.mkdir(parents=True)
+        for image in images(nb):
+            (folder / "images").mkdir(exist_ok=True)
+            shutil.copy2(ROOT / "images" / image, folder / "images" / image)
         (folder / f"{name}.ipynb").write_text(json.dumps(source, indent=1, ensure_ascii=False)
                                               + "\n", encoding="utf-8")
         rows[name] = graded
