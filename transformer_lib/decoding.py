@@ -11,18 +11,20 @@ position after it filled with ``config.pad_id``. The padding token is never prod
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple, Union, cast
 
 import torch
 
 from .checks import check_float, check_int, check_token_ids
+from .decoder import KVCache
 from .masks import padding_mask
+from .model import Transformer
 
 Tensor = torch.Tensor
 
 
 @contextlib.contextmanager
-def inference(model) -> Iterator[None]:
+def inference(model: torch.nn.Module) -> Iterator[None]:
     """Eval mode (no dropout) and no autograd for the block; the mode is restored after."""
     was_training = model.training
     model.eval()
@@ -33,7 +35,7 @@ def inference(model) -> Iterator[None]:
         model.train(was_training)
 
 
-def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> None:
+def _check_inputs(model: Transformer, src: Tensor, max_len: int, bos_id: int, eos_id: int) -> None:
     """Clear errors naming the argument, before any computation."""
     if not all(hasattr(model, a) for a in ("encode", "decode", "new_cache", "config")):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
@@ -53,28 +55,30 @@ def _check_inputs(model, src: Tensor, max_len: int, bos_id: int, eos_id: int) ->
                          f"got {eos_id}: padding is never produced, so decoding could not stop")
 
 
-def source_memory(model, src: Tensor, src_mask: Optional[Tensor]):
+def source_memory(model: Transformer, src: Tensor, src_mask: Optional[Tensor]
+                  ) -> Tuple[Tensor, Tensor]:
     """Encode once: memory (B, S, D) and a source mask (B, 1, 1, S) for every step."""
     if src_mask is None:
         src_mask = padding_mask(src, model.config.pad_id)                    # (B, 1, 1, S)
-    memory = model.encode(src, src_mask)                                     # (B, S, D)
+    memory = cast(Tensor, model.encode(src, src_mask))     # (B, S, D); no weights asked
     src_mask = src_mask.reshape((1,) * (4 - src_mask.dim()) + tuple(src_mask.shape))
     return memory, src_mask.expand(src.shape[0], -1, -1, -1)                 # (B, ., ., S)
 
 
-def next_log_probs(model, ys: Tensor, memory: Tensor, src_mask: Tensor, cache) -> Tensor:
+def next_log_probs(model: Transformer, ys: Tensor, memory: Tensor, src_mask: Tensor,
+                   cache: Optional[KVCache]) -> Tensor:
     """log p(next token | prefix ys, source) for each row: (B, t) -> (B, V).
 
     With a cache only the newest token is fed; without one, the whole prefix is recomputed.
     Padding is excluded (it would change the meaning of the prefix without a cache).
     """
     new = ys if cache is None else ys[:, -1:]                                # (B, t) or (B, 1)
-    logits = model.decode(new, memory, src_mask, cache=cache)[:, -1]         # (B, V)
+    logits = cast(Tensor, model.decode(new, memory, src_mask, cache=cache))[:, -1]  # (B, V)
     logits[:, model.config.pad_id] = float("-inf")
     return logits.float().log_softmax(dim=-1)                                # (B, V)
 
 
-def greedy_decode(model, src: Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2,
+def greedy_decode(model: Transformer, src: Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2,
                   src_mask: Optional[Tensor] = None, use_cache: bool = True) -> Tensor:
     """Pick the most probable next token at every step until EOS or ``max_len`` tokens.
 
@@ -110,7 +114,7 @@ def gnmt_length_penalty(length: Tensor, alpha: float) -> Tensor:
     return ((5.0 + length.float()) / 6.0) ** alpha
 
 
-def beam_search(model, src: Tensor, max_len: int, beam_size: int = 4,
+def beam_search(model: Transformer, src: Tensor, max_len: int, beam_size: int = 4,
                 length_penalty: float = 0.6, bos_id: int = 1, eos_id: int = 2,
                 src_mask: Optional[Tensor] = None, use_cache: bool = True) -> Tensor:
     """Keep the ``beam_size`` best hypotheses per item; return the best one (§6.1).
@@ -151,7 +155,7 @@ class Beam:
     """The state of a batched beam: tokens (B*K, t), scores, lengths, finished (B, K)."""
 
     def __init__(self, B: int, K: int, bos_id: int, eos_id: int, pad_id: int,
-                 alpha: float, device) -> None:
+                 alpha: float, device: Union[str, torch.device, None]) -> None:
         B, K = check_int(B, "B (batch size)", 1), check_int(K, "K (beam size)", 1)
         for name, value in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
             check_int(value, name, 0)
