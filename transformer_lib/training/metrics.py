@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import sacrebleu
+import torch
 
+from ..data.tokenizers import Tokenizer
+from ..model import Transformer
 from ..sentences import translate
 
 
@@ -33,8 +36,9 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "
     return sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score
 
 
-def evaluate_translation(model, pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
-                         max_len: Optional[int], bleu_tokenize: str = "13a", device="cpu"
+def evaluate_translation(model: Transformer, pairs: Sequence[Tuple[str, str]],
+                         src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: Optional[int],
+                         bleu_tokenize: str = "13a", device: Union[str, torch.device] = "cpu"
                          ) -> Dict[str, Any]:
     """Exact match and BLEU of greedy translations of ``pairs`` [(source, reference)].
     ``device`` is accepted for older callers; the model's own device is used."""
@@ -74,7 +78,7 @@ def repeats(tokens: Sequence[str], n: int) -> int:
     return len(grams) - len(set(grams))
 
 
-def _check_lengths(hypotheses, references) -> None:
+def _check_lengths(hypotheses: Sequence[str], references: Sequence[str]) -> None:
     if len(hypotheses) != len(references):
         raise ValueError(f"hypotheses and references differ in number: "
                          f"{len(hypotheses)} vs {len(references)}")
