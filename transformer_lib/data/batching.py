@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from ..checks import check_bool, check_int
-from .tokenizers import BOS_ID, EOS_ID, PAD_ID
+from .tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 Example = Tuple[List[int], List[int]]                # (source ids, target ids without specials)
 
@@ -69,8 +69,8 @@ def _check_pairs(pairs) -> List[Tuple[str, str]]:
     return pairs
 
 
-def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok, max_len: int
-                   ) -> Tuple[List[Tuple[str, str]], List[Example]]:
+def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer,
+                   max_len: int) -> Tuple[List[Tuple[str, str]], List[Example]]:
     """The ``(source, target)`` pairs that :func:`fits` ``max_len``, and their ids."""
     check_int(max_len, "max_len", 2)
     pairs = _check_pairs(pairs)
@@ -79,7 +79,7 @@ def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok, max_len: 
     return [pairs[i] for i in keep], [ids[i] for i in keep]
 
 
-def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok, tgt_tok,
+def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer,
                  max_len: Optional[int] = None) -> List[Example]:
     """Tokenize ``(source, target)`` strings into ``(src_ids, tgt_ids)``, no specials added.
 
