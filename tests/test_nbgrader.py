@@ -8,6 +8,7 @@ build answer and test cells without nbgrader.
 """
 from __future__ import annotations
 
+import ast
 import copy
 import csv
 import json
@@ -149,6 +150,34 @@ def test_failed_tests_say_why(course):
 
 
 # --- without nbgrader: how answer and test cells are made -----------------------------------
+
+COURSE_NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+                          if "appendix" not in p.stem)
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.stem)
+def test_worked_solutions_pass_every_graded_test_hidden_ones_included(path):
+    """Each notebook's answer cells (the solutions, markers as comments) then its test cells,
+    run after the notebook's imports: every checker and every hidden test passes."""
+    nb = read(path)
+    source, graded = grading.source_notebook(nb, path.stem)
+    assert graded and all(g.stub_kept for g in graded)       # every stub keeps its signature
+    namespace: dict = {}
+    for cell in nb["cells"]:
+        try:
+            tree = ast.parse(text(cell)) if cell["cell_type"] == "code" else None
+        except SyntaxError:
+            continue
+        imports = [n for n in getattr(tree, "body", []) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        exec(compile(ast.Module(imports, []), str(path), "exec"), namespace)
+    ran = []
+    for cell in source["cells"]:
+        if "nbgrader" in cell["metadata"]:
+            exec(text(cell), namespace)
+            ran.append(cell["metadata"]["nbgrader"]["grade_id"])
+    assert len(ran) == 2 * len(graded)
+    assert sum(grading.BEGIN_HIDDEN in text(c) for c in source["cells"]) == len(graded)
+
 
 def test_answer_keeps_the_stub_shape_and_hides_extra_methods():
     stub = ("class Net(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"

@@ -7,8 +7,8 @@
   ``### END SOLUTION`` (an autograded answer cell: ``generate_assignment`` puts the stub back);
   its check cell becomes an autograded test cell worth points, which asserts the project's
   checker (a "not yet" fails the test with the checker's message) and then runs the hidden tests
-  of :data:`HIDDEN` between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``. The worked
-  solution cells are left out.
+  of ``tools/grading_hidden.py`` between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``
+  (both cells are made by ``tools/grading_cells.py``). The worked solution cells are left out.
 - ``nbgrader_config.py`` (course id, a cell time-out long enough for the training notebook, the
   shipped checkpoints), ``checkpoints/`` when a notebook loads them, and ``README.md`` for
   instructors: the commands, and the points of every exercise.
@@ -21,22 +21,21 @@ exercise whose stub is a class (a module to assemble), 1 for a function.
 from __future__ import annotations
 
 import ast
-import importlib
 import json
-import pkgutil
 import re
 import shutil
-import string
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from grading_cells import (BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, FUNCTIONS,  # noqa: E402,F401
+                           RELEASE_STUB, GradingError, answer_source, checker_name,
+                           solution_definitions, test_source)
+
 ROOT = Path(__file__).resolve().parent.parent
 COURSE_ID = "transformer-series"
-BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
-# what nbgrader's generate_assignment puts in place of a solution region (its default stub)
-RELEASE_STUB = ["# YOUR CODE HERE", "raise NotImplementedError()"]
 STUB = "raise NotImplementedError"
 SOLUTION_TAG = "solution"
 EXERCISES = re.compile(r"^##\s+Exercises\b", re.M | re.I)
@@ -46,42 +45,6 @@ GRADED_NOTE = ("Your answers are graded: each check cell is a test, worth 2 poin
                "and 1 for a function, and the grader runs further tests of its own.")
 # the notebooks show the repository's images/ from ../images; an assignment holds its own copy
 IMAGE = re.compile(r"\.\./images/([\w.-]+)")
-
-#: Hidden tests, by checker: further cases the grader runs after the checker passed. ``$answer``
-#: is the learner's function or class (the checker's first argument), ``$module`` the checker's
-#: module. Each case says what it tried, so a failing test tells the instructor why.
-HIDDEN: Dict[str, str] = {
-    "check_text_to_ids": '''\
-from $module import VOCAB as _vocab, reference_encode as _reference
-for _sentence, _length in (("The Cat sat", 6), ("a mat", 4), ("dog on the zebra", 9)):
-    _got = torch.as_tensor($answer(_sentence, _vocab, _length))
-    _want = _reference(_sentence, _vocab, _length)
-    assert torch.equal(_got, _want), (
-        f"$answer({_sentence!r}, vocab, {_length}) gave {_got.tolist()}, expected "
-        f"{_want.tolist()} (words are lower-cased before the look-up)")''',
-    "check_one_hot_lookup": '''\
-_weight = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-_ids = torch.tensor([[6, 0, 3], [3, 3, 1]])                              # (B, L)
-_got = $answer(_ids, _weight)
-assert isinstance(_got, torch.Tensor) and _got.shape == (2, 3, 3), (
-    f"for ids (2, 3) and a (7, 3) float64 weight the result should be (2, 3, 3), got "
-    f"{getattr(_got, 'shape', type(_got).__name__)}")
-assert torch.allclose(_got.double(), _weight[_ids]), "float64 weights: the rows are not picked"''',
-    "check_scaled_embedding": '''\
-import math as _math
-_module = $answer(12, 25, 3)                                             # pad_id = 3
-_ids = torch.tensor([[3, 1, 11, 3]])                                     # (B, L)
-_out = _module(_ids)
-_table = next(m for m in _module.modules() if isinstance(m, torch.nn.Embedding)).weight
-assert _out.shape == (1, 4, 25), f"output shape {tuple(_out.shape)}, expected (1, 4, 25)"
-assert torch.allclose(_out, _table[_ids] * _math.sqrt(25)), "d_model = 25: not scaled by 5"
-assert _out[0, 0].abs().max() == 0 and _out[0, 3].abs().max() == 0, (
-    "with pad_id = 3 the <pad> vectors should be zero")''',
-}
-
-
-class GradingError(RuntimeError):
-    """The graded version cannot be built; the message names the notebook and exercise."""
 
 
 @dataclass
@@ -111,11 +74,6 @@ def check_calls(code: str) -> List[ast.Call]:
             and checker_name(node).startswith("check_")]
 
 
-def checker_name(call: ast.Call) -> str:
-    func = call.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
 def find_exercises(cells: List[dict]) -> List[Exercise]:
     """The exercises after the ``## Exercises`` heading that have a stub, a check and a solution."""
     start = next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
@@ -138,177 +96,6 @@ def find_exercises(cells: List[dict]) -> List[Exercise]:
             current.check = i
     return [ex for _, ex in sorted(found.items())
             if ex.stub is not None and ex.check is not None and ex.solutions]
-
-
-# --- the answer cell: the stub, with the solution between the markers --------------------
-
-class _Unmatched(Exception):
-    """The solution does not have the stub's shape; the answer cell falls back to a comment."""
-
-
-DEFINES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def first_line(node: ast.stmt) -> int:
-    """A statement's first line (0-based), its decorators included."""
-    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-
-
-def solution_definitions(code: str) -> str:
-    """The solution's definitions (functions, classes, imports): its '# Solution' header, its
-    calls of the checker and any demonstration after the definitions left out."""
-    lines = code.split("\n")
-    keep = [line.strip() != "# Solution" for line in lines]
-    for node in ast.parse(code).body:
-        if not isinstance(node, DEFINES):
-            keep[first_line(node):node.end_lineno] = [False] * (node.end_lineno - first_line(node))
-    text = "\n".join(line for line, kept in zip(lines, keep) if kept)
-    return re.sub(r"\n{4,}", "\n\n\n", text).strip("\n")
-
-
-def functions(tree: ast.Module) -> Dict[str, ast.stmt]:
-    """Top-level functions and classes, and the classes' methods as ``Class.method``."""
-    out: Dict[str, ast.stmt] = {}
-    for node in tree.body:
-        if isinstance(node, FUNCTIONS + (ast.ClassDef,)):
-            out[node.name] = node
-        if isinstance(node, ast.ClassDef):
-            out.update({f"{node.name}.{item.name}": item for item in node.body
-                        if isinstance(item, FUNCTIONS)})
-    return out
-
-
-def raises_stub(node: ast.stmt) -> bool:
-    last = node.body[-1] if isinstance(node, FUNCTIONS) else None
-    return (isinstance(last, ast.Raise) and last.exc is not None
-            and "NotImplementedError" in ast.unparse(last.exc))
-
-
-def common_prefix(stub: List[ast.stmt], solution: List[ast.stmt]) -> int:
-    """How many leading statements the stub's body (its raise aside) and the solution share."""
-    n = 0
-    while (n < len(stub) - 1 and n < len(solution)
-           and ast.dump(stub[n]) == ast.dump(solution[n])):
-        n += 1
-    return n
-
-
-def region_start(lines: List[str], fn: ast.stmt, n: int) -> int:
-    """The first line of a function's solution region: after the ``n`` statements it shares
-    with the stub, with the comments just above the first statement that differs."""
-    first = fn.body[n]
-    if first.lineno == fn.lineno:
-        raise _Unmatched("a one-line function")
-    if n:
-        start = fn.body[n - 1].end_lineno
-        while not lines[start].strip():
-            start += 1
-        return start
-    start = first.lineno - 1
-    while start - 1 >= fn.lineno and lines[start - 1].strip().startswith("#"):
-        start -= 1
-    return start
-
-
-def solution_regions(stub: str, solution: str) -> List[Tuple[int, int, str]]:
-    """(first line, end line, indent) of each region, in order: one per stub function, from
-    where the solution's body leaves the stub's to just before the next stub function."""
-    stub_fns, sol_fns = functions(ast.parse(stub)), functions(ast.parse(solution))
-    wanted = {name: fn for name, fn in stub_fns.items() if raises_stub(fn)}
-    if not wanted or any(name not in sol_fns for name in wanted):
-        raise _Unmatched("the solution lacks a function of the stub")
-    lines = solution.split("\n")
-    starts = []
-    for name, fn in wanted.items():
-        ours = sol_fns[name]
-        n = common_prefix(fn.body, ours.body)
-        if n >= len(ours.body):
-            raise _Unmatched(f"{name}: nothing after the stub's first lines")
-        indent = " " * ours.body[n].col_offset
-        starts.append((region_start(lines, ours, n), first_line(ours), indent))
-    starts.sort()
-    regions = []
-    for k, (start, _, indent) in enumerate(starts):
-        end = starts[k + 1][1] if k + 1 < len(starts) else len(lines)
-        while end > start and not lines[end - 1].strip():
-            end -= 1
-        regions.append((start, end, indent))
-    for name, node in sol_fns.items():            # what the stub does not define: hidden
-        if name not in stub_fns and not any(s <= first_line(node) and node.end_lineno <= e
-                                            for s, e, _ in regions):
-            raise _Unmatched(f"{name} is defined outside the solution regions")
-    return regions
-
-
-def replace_regions(lines: List[str], regions, inside: Callable[[int, int, str], List[str]]
-                    ) -> str:
-    out, done = [], 0
-    for start, end, indent in regions:
-        out += lines[done:start] + inside(start, end, indent)
-        done = end
-    return "\n".join(out + lines[done:])
-
-
-def answer_source(stub: str, solution: str) -> Tuple[str, bool]:
-    """The answer cell of nbgrader's source version: the solution, with each part that the
-    stub leaves to the learner between ``### BEGIN SOLUTION`` and ``### END SOLUTION``, so that
-    ``generate_assignment`` gives back the stub's signatures. Second: whether that worked; if
-    not, the stub is shown as a comment above one region holding the whole solution."""
-    lines = solution.split("\n")
-    try:
-        regions = solution_regions(stub, solution)
-        marked = replace_regions(lines, regions, lambda s, e, i: [i + BEGIN, *lines[s:e], i + END])
-        released = replace_regions(lines, regions,
-                                   lambda s, e, i: [i + line for line in RELEASE_STUB])
-        ast.parse(marked)
-        names = {n.name for n in ast.parse(released).body if isinstance(n, FUNCTIONS + (ast.ClassDef,))}
-        stub_names = {n.name for n in ast.parse(stub).body if isinstance(n, FUNCTIONS + (ast.ClassDef,))}
-        if not stub_names <= names:
-            raise _Unmatched("the released cell would lack a definition of the stub")
-        return marked, True
-    except (_Unmatched, SyntaxError):
-        comment = ["# Write the following (replace the `raise`):"] + [
-            f"#     {line}".rstrip() for line in stub.split("\n")]
-        return "\n".join(comment + [BEGIN, solution, END]), False
-
-
-# --- the test cell: the checker as an assertion, then the hidden tests ----------------------
-
-def checker_module(name: str) -> str:
-    """The module that defines the checker ``name`` (for the hidden tests' imports)."""
-    import transformer_lib.exercises as package
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        if callable(getattr(module, name, None)):
-            return getattr(module, name).__module__
-    raise GradingError(f"no checker {name} in transformer_lib.exercises")
-
-
-def test_source(check: str) -> Tuple[str, List[str]]:
-    """The test cell: each statement that calls a checker becomes an assertion that fails with
-    the checker's feedback (its "not yet" and why), then prints the feedback; the hidden tests
-    of those checkers follow. Second: the checkers' names."""
-    lines, names, hidden = check.split("\n"), [], []
-    for stmt in reversed(ast.parse(check).body):
-        calls = [c for c in ast.walk(stmt) if isinstance(c, ast.Call)
-                 and checker_name(c).startswith("check_")]
-        if not calls:
-            continue
-        call, indent = calls[0], " " * stmt.col_offset
-        lines[first_line(stmt):stmt.end_lineno] = [
-            f"{indent}feedback = {ast.get_source_segment(check, call)}",
-            f"{indent}assert feedback.passed, str(feedback)",
-            f"{indent}print(feedback)"]
-        name = checker_name(call)
-        names.insert(0, name)
-        if name in HIDDEN and call.args:
-            hidden.insert(0, string.Template(HIDDEN[name]).substitute(
-                answer=ast.get_source_segment(check, call.args[0]), module=checker_module(name)))
-    text = "\n".join(lines).strip("\n")
-    if hidden:
-        text += "\n\n" + "\n".join([BEGIN_HIDDEN, *hidden, END_HIDDEN])
-    return text, names
 
 
 # --- the notebook ------------------------------------------------------------------------
