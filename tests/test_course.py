@@ -25,12 +25,12 @@ import build_course  # noqa: E402
 import mark_slides  # noqa: E402
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                   if "appendix" not in p.stem)              # the kit teaches 01-08
-# Notebooks too long to run a second time in CI (06 trains for a minute, 07 decodes 1000
-# test dates several ways, 08 trains for two minutes and decodes 1000 verses): nbval already runs their cells top to bottom, so the test checks
+                   if "appendix" not in p.stem)              # the kit teaches 01-09
+# Notebooks too long to run a second time in CI (07 trains for a minute, 08 decodes 1000
+# test dates several ways, 09 trains for two minutes and decodes 1000 verses): nbval already runs their cells top to bottom, so the test checks
 # that the student copy has exactly those cells, less the solutions, and runs its set-up
 # cells and its exercise cells.
-LONG = {"06_training", "07_inference", "08_translation"}
+LONG = {"07_training", "08_inference", "09_translation"}
 CELL_TIMEOUT = 300
 # a 90-minute session is about an hour of talk and half an hour of exercises: a slide a
 # minute at most, and not so few that a deck skips what the notebook teaches
@@ -228,11 +228,11 @@ def test_answer_key_has_every_exercise_with_its_reason(kit):
 
 
 def test_answer_key_refuses_missing_or_stale_notes():
-    ex = build_course.Exercise("09_new", 1, "Exercise 1. Do it.", "x = 1")
-    with pytest.raises(build_course.BuildError, match=r"missing \[\('09', 1\)\]"):
+    ex = build_course.Exercise("10_new", 1, "Exercise 1. Do it.", "x = 1")
+    with pytest.raises(build_course.BuildError, match=r"missing \[\('10', 1\)\]"):
         build_course.answer_key([ex], {})
-    with pytest.raises(build_course.BuildError, match=r"no such exercise \[\('09', 2\)\]"):
-        build_course.answer_key([ex], {("09", 1): "why", ("09", 2): "stale"})
+    with pytest.raises(build_course.BuildError, match=r"no such exercise \[\('10', 2\)\]"):
+        build_course.answer_key([ex], {("10", 1): "why", ("10", 2): "stale"})
 
 
 # --- the decks ----------------------------------------------------------------------------
@@ -353,7 +353,7 @@ def test_jupyterlab_rise_is_installed_for_dev_sh_lab():
 # --- the plans ----------------------------------------------------------------------------
 
 PLANS = ROOT / "course" / "plans"
-# "§N" and "§N–M" of a notebook (a paper section has a dot: §3.4); "§6 of 07" names its notebook
+# "§N" and "§N–M" of a notebook (a paper section has a dot: §3.4); "§6 of 08" names its notebook
 SECTION_REF = re.compile(r"§\s?(\d+)(?:\s?[–-]\s?(\d+))?(?!\.\d|\d)(?:\s+of\s+(0[1-9]))?")
 EXERCISE_REF = re.compile(r"\b(?:[Ee]xercises?|Ex\.)\s+(\d+)(?:\s*(?:–|-|and|,)\s*(\d+))?")
 PITFALL_REF = re.compile(r"\b(first|second|third|fourth|fifth|sixth)\s+pitfall|[Pp]itfall\s+(\d)")
@@ -462,10 +462,10 @@ def test_every_reference_of_a_plan_exists_in_its_notebook(plan):
 def test_plan_reference_parser_reads_ranges_notebooks_and_ordinals(tmp_path):
     plan = tmp_path / "course_x.md"
     plan.write_text("| 0:10 | 20 | 02 | §3–4 briefly; §3.5 of the paper | **02 Ex. 1** |\n\n"
-                    "Homework: 01 exercises 2 and\n3, then §6 of 07 and 03's third pitfall.\n")
+                    "Homework: 01 exercises 2 and\n3, then §6 of 08 and 03's third pitfall.\n")
     refs = {(nb, kind, n) for nb, kind, n, _ in plan_references(plan)}
     assert refs == {("02", "§", 3), ("02", "§", 4), ("02", "exercise", 1),
-                    ("01", "exercise", 2), ("01", "exercise", 3), ("07", "§", 6),
+                    ("01", "exercise", 2), ("01", "exercise", 3), ("08", "§", 6),
                     ("03", "pitfall", 3)}
     plan.write_text("| 0:00 | 5 | 01 | §9 and Exercise 7 and the fifth pitfall, Figure 9 |\n")
     assert len(unresolved(plan)) == 4

@@ -184,8 +184,8 @@ def test_parse_names_the_question_that_breaks_the_format():
         quizzes.parse(good.replace("## Q1.", "## Q3."), "03_attention")
     with pytest.raises(quizzes.QuizError, match="the question is empty"):
         quizzes.parse(good.replace("What?", ""), "03_attention")
-    with pytest.raises(quizzes.QuizError, match="title's number 03 is not the notebook's 04"):
-        quizzes.parse(good, "04_encoder")
+    with pytest.raises(quizzes.QuizError, match="title's number 03 is not the notebook's 05"):
+        quizzes.parse(good, "05_encoder")
 
 
 def test_writes_student_and_instructor_folders(tmp_path):
@@ -232,18 +232,18 @@ def test_every_section_exercise_and_notebook_named_exists(name, text, default):
 
 def test_reference_check_catches_what_does_not_exist():
     text = ("## 03 · Attention\nsee section 12 and section 13\n"
-            "## Elsewhere\nas in section 2\nnotebook 02, sections 9–11; notebook 10\n"
-            "exercise 9 of notebook 01\n- notebook 05: exercise 6 the model\n\nas notebook 04,\n"
+            "## Elsewhere\nas in section 2\nnotebook 02, sections 9–11; notebook 12\n"
+            "exercise 9 of notebook 01\n- notebook 06: exercise 6 the model\n\nas notebook 05,\n"
             "section 12 shows\n")
     problems = reference_problems(text, None, "t.md")
     assert problems == [
         "t.md:2: notebook 03 (03_attention) has no section 13",
         "t.md:4: 'section 2' names no notebook",
         "t.md:5: notebook 02 (02_positional_encoding) has no section 11",
-        "t.md:5: notebook 10 does not exist",
+        "t.md:5: notebook 12 does not exist",
         "t.md:6: notebook 01 (01_embedding) has no exercise 9",
-        "t.md:7: notebook 05 (05_decoder) has no exercise 6",
-        "t.md:9: notebook 04 (04_encoder) has no section 12",
+        "t.md:7: notebook 06 (06_decoder) has no exercise 6",
+        "t.md:9: notebook 05 (05_encoder) has no section 12",
     ]
 
 
@@ -300,7 +300,7 @@ def test_syllabus_lists_every_notebook_with_its_reading_time_and_exercises():
         count = len(facts["exercises"])
         assert cells[4] == (str(count) if count else "none"), (facts["stem"], cells[4])
         total += count
-    assert f"**Checked exercises** ({total}, in notebooks 01 to 08)" in syllabus
+    assert f"**Checked exercises** ({total}, in notebooks 01 to 09)" in syllabus
     for heading in ("## Objectives", "## Prerequisites", "## Sessions", "## Assessment",
                     "## Reading"):
         assert heading in syllabus

@@ -1,47 +1,77 @@
-"""Notebook 08's checkers pass the worked solutions and name the typical mistakes."""
-import math
-from collections import Counter
+"""Exercise checkers of notebook 08: correct answers pass, classic mistakes get the right
+diagnosis, unfinished stubs get feedback instead of an exception."""
+import torch
 
-from transformer_lib.exercises import ex08_translation as ex08
-
-
-def ngrams(tokens, n):
-    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+from transformer_lib.exercises import ex08_inference as ex08
 
 
-def precision(hyp, ref, n):
-    h, r = Counter(ngrams(hyp, n)), Counter(ngrams(ref, n))
-    return sum(min(c, r[g]) for g, c in h.items()), sum(h.values())
+def failed_with(feedback, *words):
+    text = str(feedback)
+    return (not feedback.passed) and all(w in text for w in words)
 
 
-def test_precision_solution_passes_and_mistakes_are_named():
-    assert ex08.check_ngram_precision(precision).passed
-    unclipped = lambda hyp, ref, n: (sum(1 for g in ngrams(hyp, n) if g in ngrams(ref, n)),
-                                     len(ngrams(hyp, n)))
-    fb = ex08.check_ngram_precision(unclipped)
-    assert not fb.passed and "not clipped" in str(fb)
-    by_ref = lambda hyp, ref, n: (precision(hyp, ref, n)[0], len(ngrams(ref, n)))
-    assert "the reference's n-grams" in str(ex08.check_ngram_precision(by_ref))
-    short = lambda hyp, ref, n: precision(hyp[:-1], ref, n)
-    assert not ex08.check_ngram_precision(short).passed
+def stub(*args, **kwargs):
+    raise NotImplementedError
 
 
-def bp(c, r):
-    return 1.0 if c >= r else (0.0 if c == 0 else math.exp(1 - r / c))
+def greedy(model, src, max_len, bos_id, eos_id, evaluate=True, ban_pad=True, stop=True):
+    if evaluate:
+        model.eval()
+    with torch.set_grad_enabled(not evaluate):
+        memory = model.encode(src)
+        ys = torch.full((src.shape[0], 1), bos_id)
+        done = torch.zeros(src.shape[0], dtype=torch.bool)
+        for _ in range(max_len):
+            logits = model.decode(ys, memory, src=src)[:, -1]
+            if ban_pad:
+                logits[:, model.config.pad_id] = float("-inf")
+            token = logits.argmax(-1)
+            if stop:
+                token = token.masked_fill(done, model.config.pad_id)
+            ys = torch.cat([ys, token[:, None]], dim=1)
+            done |= token == eos_id
+            if stop and done.all():
+                break
+    return ys[:, 1:]
 
 
-def test_brevity_penalty_solution_passes_and_mistakes_are_named():
-    assert ex08.check_brevity_penalty(bp).passed
-    upside_down = lambda c, r: 1.0 if c >= r else (0.0 if c == 0 else math.exp(1 - c / r))
-    assert "upside down" in str(ex08.check_brevity_penalty(upside_down))
-    both_ways = lambda c, r: 0.0 if c == 0 else math.exp(1 - max(c, r) / min(c, r))
-    assert "longer hypothesis" in str(ex08.check_brevity_penalty(both_ways))
-    assert "return a float" in str(ex08.check_brevity_penalty(lambda c, r: "1"))
+def test_greedy_checker():
+    assert ex08.check_greedy(greedy)
+    assert failed_with(ex08.check_greedy(stub), "not implemented")
+    assert failed_with(ex08.check_greedy(lambda *a: greedy(*a, evaluate=False)), "eval()")
+    assert failed_with(ex08.check_greedy(lambda *a: greedy(*a, ban_pad=False)), "-inf")
+    assert failed_with(ex08.check_greedy(lambda *a: greedy(*a, stop=False)), "after its EOS")
+    with_bos = lambda m, s, n, b, e: torch.cat((torch.full((s.shape[0], 1), b),
+                                                greedy(m, s, n, b, e)), dim=1)
+    assert failed_with(ex08.check_greedy(with_bos), "starts with BOS")
 
 
-def test_repeats_solution_passes_and_mistakes_are_named():
-    solution = lambda t, n: len(ngrams(t, n)) - len(set(ngrams(t, n)))
-    assert ex08.check_repeats(solution).passed
-    distinct = lambda t, n: sum(1 for c in Counter(ngrams(t, n)).values() if c > 1)
-    assert "counted once" in str(ex08.check_repeats(distinct))
-    assert not ex08.check_repeats(lambda t, n: 0).passed
+def beam_step(scores, log_probs, k):
+    B, K, V = log_probs.shape
+    best, index = (scores[..., None] + log_probs).view(B, K * V).topk(k, dim=1)
+    return best, index // V, index % V
+
+
+def test_beam_step_checker():
+    assert ex08.check_beam_step(beam_step)
+    assert failed_with(ex08.check_beam_step(stub), "not implemented")
+
+    def per_beam(scores, log_probs, k):
+        best, token = (scores[..., None] + log_probs).max(-1)
+        best, parent = best.sort(-1, descending=True)
+        return best, parent, token.gather(1, parent)
+
+    assert failed_with(ex08.check_beam_step(per_beam), "flatten")
+    no_score = lambda s, lp, k: beam_step(torch.zeros_like(s), lp, k)
+    assert failed_with(ex08.check_beam_step(no_score), "parent's score")
+    swapped = lambda s, lp, k: (lambda a, b, c: (a, c, b))(*beam_step(s, lp, k))
+    assert failed_with(ex08.check_beam_step(swapped), "mixed up")
+
+
+def test_gnmt_score_checker():
+    assert ex08.check_gnmt_score(lambda lp, n, a: lp / ((5 + n) / 6) ** a)
+    assert failed_with(ex08.check_gnmt_score(stub), "not implemented")
+    assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp / n ** a), "length^alpha")
+    assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp * ((5 + n) / 6) ** a),
+                       "multiplied")
+    assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp / (5 + n) ** a), "6^alpha")

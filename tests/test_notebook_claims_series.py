@@ -10,8 +10,8 @@ from notebook_cells import NOTEBOOKS, cells, source
 
 ROOT = Path(__file__).resolve().parent.parent
 SERIES = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-ONE_FIGURE = ["01_embedding.ipynb", "02_positional_encoding.ipynb", "07_inference.ipynb",
-              "08_translation.ipynb", "09_appendix_performance.ipynb"]
+ONE_FIGURE = ["01_embedding.ipynb", "02_positional_encoding.ipynb", "08_inference.ipynb",
+              "09_translation.ipynb", "10_appendix_performance.ipynb"]
 RUN_TIME = re.compile(r"Running it\* top to bottom: (?:about )?(\d+)(?:[–-](\d+))? ?"
                       r"(seconds|s|minutes)\b")
 

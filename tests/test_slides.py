@@ -23,8 +23,8 @@ NOTEBOOKS = [p.stem for p in build_course.course_notebooks()]
 SHOWN = ("slide", "subslide", "-", "fragment")
 MIN_FONT_PX = 18
 # a few screens to look at (0-based): titles, a table a lead-in introduces, heatmaps
-SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 7, 8, 23), "04_encoder": (3, 12),
-               "07_inference": (16, 18, 20), "08_translation": (12,)}
+SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 7, 8, 23), "05_encoder": (3, 12),
+               "08_inference": (16, 18, 20), "09_translation": (12,)}
 
 
 def original(name: str) -> dict:
@@ -87,14 +87,14 @@ def test_what_a_slide_introduces_with_a_colon_is_on_it(name):
 
 def test_the_cases_of_the_issue_show_their_tables():
     wanted = {"01_embedding": "the RMS of section 3:", "03_attention": "Measured on random vectors:",
-              "04_encoder": "Three positions with very different scales:"}
+              "05_encoder": "Three positions with very different scales:"}
     for name, lead in wanted.items():
         cells = [c for c in deck(name)["cells"] if kind(c) != "notes"]
         i = next(i for i, c in enumerate(cells) if mark_slides.source(c).strip().endswith(lead))
         assert kind(cells[i + 1]) in SHOWN and cells[i + 1]["outputs"], (name, lead)
-    # 07's step probabilities ("Here are the steps ...") and its probes of section 6 (an
+    # 08's step probabilities ("Here are the steps ...") and its probes of section 6 (an
     # override): shown by their output
-    cells = deck("07_inference")["cells"]
+    cells = deck("08_inference")["cells"]
     for start in ('example = "Friday', "probes = ["):
         cell = next(c for c in cells if mark_slides.source(c).startswith(start))
         assert kind(cell) in SHOWN and cell["metadata"]["transient"]["remove_source"], start
@@ -116,7 +116,7 @@ def test_an_explorer_becomes_a_line_pointing_to_the_notebook():
 
 
 def test_a_heatmap_has_a_screen_of_its_own():
-    cells = [c for c in deck("07_inference")["cells"] if kind(c) in SHOWN]
+    cells = [c for c in deck("08_inference")["cells"] if kind(c) in SHOWN]
     maps = [i for i, c in enumerate(cells) if mark_slides.is_heatmap(c)]
     assert maps
     for i in maps:
@@ -127,7 +127,7 @@ def test_a_heatmap_has_a_screen_of_its_own():
     sizes = [mark_slides.figure_size(o) for i in maps for o in cells[i]["outputs"]
              if mark_slides.figure_size(o)]
     assert len(sizes) >= 6 and all(h <= 0.6 * w for w, h in sizes), sizes
-    original_sizes = [mark_slides.figure_size(o) for c in original("07_inference")["cells"]
+    original_sizes = [mark_slides.figure_size(o) for c in original("08_inference")["cells"]
                       for o in c.get("outputs", []) if mark_slides.figure_size(o)]
     assert any(h > w for w, h in original_sizes)
 

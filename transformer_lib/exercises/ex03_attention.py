@@ -188,4 +188,4 @@ def _diagnose_torch_mha(fb: Feedback, ours: MultiHeadAttention, x: torch.Tensor,
 
 
 # Exercise 4 (multi-head attention, written by the learner) has its own module.
-from .ex03_multi_head import check_multi_head_attention  # noqa: E402,F401
+from .ex04_multi_head import check_multi_head_attention  # noqa: E402,F401

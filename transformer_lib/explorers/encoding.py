@@ -55,7 +55,7 @@ def positional_encoding(d_model: int = 64, position: int = 20, dimension: int = 
 
 
 # ----------------------------------------------------------------------------------------
-# Masks (notebook 03, 05)
+# Masks (notebook 03, 06)
 
 def masks(src_len: int = 6, tgt_len: int = 5, src_pad: int = 2, tgt_pad: int = 1,
           longest: int = 12) -> Explorer:

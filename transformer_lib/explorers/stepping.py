@@ -1,4 +1,4 @@
-"""Greedy decoding and beam search, one token a press of a button (notebook 07)."""
+"""Greedy decoding and beam search, one token a press of a button (notebook 08)."""
 from __future__ import annotations
 
 import math

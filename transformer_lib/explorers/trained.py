@@ -1,4 +1,4 @@
-"""A trained model's attention on the learner's own input (notebooks 07 and 08)."""
+"""A trained model's attention on the learner's own input (notebooks 08 and 09)."""
 from __future__ import annotations
 
 import os

