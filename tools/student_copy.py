@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import copy
 import re
+import textwrap
 from typing import Optional, Type
 
 TAG = "student-hide"
 KEY = "student_hide"
 GETSOURCE = re.compile(r"^\s*print\(\s*inspect\.getsource\(.*\)\s*\)\s*$")
-NOTE = "Hidden in your copy: this cell showed the answer to {where}."
+NOTE = ("The notebook's own version of this cell is hidden in your copy: "
+        "writing it is {where}.")
 
 
 def source(cell: dict) -> str:
@@ -88,8 +90,8 @@ def student_cell(cell: dict, where: str) -> dict:
     if "code" not in meta and code == source(cell).strip("\n"):
         raise ValueError(f"{where}: tagged {TAG!r} but it prints no inspect.getsource(...) "
                          f"and {KEY} gives no 'code' to show instead: nothing would be hidden")
-    lines = ["# " + note(meta)] + ([code.strip("\n")] if code.strip() else [])
-    cell["source"] = "\n".join(lines)
+    comment = ["# " + line for line in textwrap.wrap(note(meta), 88)]
+    cell["source"] = "\n".join(comment + ([code.strip("\n")] if code.strip() else []))
     cell["outputs"], cell["execution_count"] = [], None
     cell["metadata"].pop("execution", None)
     return cell
