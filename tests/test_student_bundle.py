@@ -45,8 +45,10 @@ def bundle(tmp_path_factory):
     return out / "student", archive
 
 
-def run(args, **kw):
-    return subprocess.run(args, capture_output=True, text=True, timeout=300, **kw)
+def run(args, timeout=300, **kw):
+    """A command's completed process, its output captured; the fresh install passes a longer
+    ``timeout``."""
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 # --- the bundle ---------------------------------------------------------------------------
