@@ -68,7 +68,7 @@ case "${1:-}" in
             kit="build/course"
             if [ ! -d "$kit/student/notebooks" ] || [ -n "$(find notebooks course tools \
                     -newer "$kit/.course-kit" -type f -print -quit)" ]; then
-                "$VENV/bin/python" tools/build_course.py --out "$kit"
+                "$VENV/bin/python" -m tools.build_course --out "$kit"
             fi
             exec "$VENV/bin/jupyter" lab "$kit/student/notebooks/" "$@"
         fi
@@ -86,10 +86,10 @@ case "${1:-}" in
         exec "$VENV/bin/python" -m pytest "$@" ;;
     site)
         shift
-        exec "$VENV/bin/python" tools/site/build.py "$@" ;;
+        exec "$VENV/bin/python" -m tools.site.build "$@" ;;
     course)
         shift
-        exec "$VENV/bin/python" tools/build_course.py "$@" ;;
+        exec "$VENV/bin/python" -m tools.build_course "$@" ;;
     *)
         echo "usage: bash dev.sh lab [--student] | test [pytest arguments] | site [--out FOLDER] | course [--out DIR]" >&2
         exit 2 ;;

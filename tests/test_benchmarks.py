@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# the scripts' modules (common, workload, ...) are importable here through pytest's
+# pythonpath option (pyproject.toml)
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-sys.path.insert(0, str(BENCH))
 
 SCRIPTS = {
     "train_throughput.py": ["# allocator:", "matmul peak", "torch.nn.Transformer",

@@ -18,11 +18,10 @@ import pytest
 from nbclient import NotebookClient
 
 from browser import RequestLog, open_browser, screenshot_path
+from tools import build_course, mark_slides
+from tools.output_folder import OutputFolderError
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
-import mark_slides  # noqa: E402
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
                    if "appendix" not in p.stem)              # the kit teaches 01-09
@@ -94,7 +93,8 @@ def test_kit_has_quizzes_for_students_and_instructors_and_the_course_pages(kit):
 
 def test_build_refuses_to_replace_a_folder_it_did_not_make(tmp_path):
     (tmp_path / "precious.txt").write_text("keep me")
-    with pytest.raises(build_course.BuildError, match="not a kit built by this tool"):
+    with pytest.raises(OutputFolderError, match="a non-empty folder that no earlier build "
+                                                "wrote \\(no .course-kit file\\)"):
         build_course.build(tmp_path, log=lambda *args: None)
     assert (tmp_path / "precious.txt").read_text() == "keep me"
 
@@ -266,18 +266,20 @@ def test_decks_open_offline_in_chromium(kit):
             log = RequestLog(page)
             page.goto((out / "slides" / f"{name}.slides.html").as_uri(), wait_until="load")
             page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
-            page.wait_for_function(  # MathJax has typeset the first slide
-                "window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0 "
-                "&& !MathJax.Hub.queue.running", timeout=30_000)
+            page.wait_for_function("window.MathJax && MathJax.startup && "
+                                   "MathJax.startup.promise", timeout=30_000)
+            page.evaluate("MathJax.startup.promise.then(() => true)")  # typeset
             assert page.evaluate("Reveal.getTotalSlides()") == counts[name], name
-            assert page.evaluate("document.querySelectorAll('.MathJax').length") > 0 or \
+            assert page.evaluate("document.querySelectorAll('mjx-container svg').length") > 0 or \
                 "$" not in "".join(src(c) for c in original(name)["cells"][:1])
             title = page.evaluate("Reveal.getCurrentSlide().querySelector('h1').textContent")
             assert title.startswith(name[:2]), f"{name}: first slide shows {title!r}"
             page.screenshot(path=str(screenshot_path(f"course_{name}_slide1.png")))
             assert log.failed == [], f"{name}: failed requests {log.failed}"
             assert log.outside == [], f"{name}: requests outside the kit {log.outside}"
-            assert len(log.requests) > 5      # the deck, reveal.js, MathJax and its fonts
+            assert page.evaluate("document.querySelectorAll('[data-mml-node=merror]')"
+                                 ".length") == 0, f"{name}: a formula MathJax cannot read"
+            assert len(log.requests) > 5      # the deck, reveal.js's styles and scripts, MathJax
             page.close()
 
 
@@ -515,13 +517,19 @@ def test_a_plans_clock_adds_up(plan):
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda tmp: tmp / "file", "is a file, not a folder; give a folder"),
-    (lambda tmp: tmp / "file" / "sub", "cannot create the folder (Not a directory)"),
-    (lambda tmp: Path("/proc/nope"), "cannot create the folder (No such file or directory)"),
+    (lambda tmp: tmp / "file", "--out: {out} is a file, not a folder; give a folder"),
+    (lambda tmp: tmp / "file" / "sub",
+     "--out: cannot create {out}: {tmp}/file is a file, not a folder"),
+    (lambda tmp: Path("/proc/nope"),
+     "--out: cannot create /proc/nope (No such file or directory)"),
+    (lambda tmp: ROOT, "--out: {out} holds the repository {out}; replacing it would delete"),
+    (lambda tmp: ROOT / "notebooks", "--out: {out} is inside the sources (notebooks/ of the"),
 ])
-def test_a_kit_folder_that_cannot_be_made_is_one_usage_line(tmp_path, capsys, make, message):
+def test_an_unsafe_kit_folder_or_one_that_cannot_be_made_is_one_usage_line(tmp_path, capsys,
+                                                                          make, message):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(SystemExit) as e:
         build_course.main(["--out", str(make(tmp_path))])
     err = capsys.readouterr().err.strip().splitlines()
-    assert e.value.code == 2 and message in err[-1] and ": error: --out " in err[-1]
+    message = message.format(out=make(tmp_path), tmp=tmp_path)
+    assert e.value.code == 2 and message in err[-1] and ": error: --out: " in err[-1]

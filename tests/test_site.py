@@ -1,4 +1,4 @@
-"""The offline static site of the series (``bash dev.sh site``, tools/site/build.py).
+"""The offline static site of the series (``bash dev.sh site``, ``python -m tools.site.build``).
 
 The site is built once per test session into a temporary folder, by the same command line
 ``dev.sh site`` runs. Then: every file it refers to is inside the folder and exists; every
@@ -21,14 +21,13 @@ import pytest
 from browser import RequestLog, open_browser, screenshot_path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "tools" / "site" / "build.py"
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
 def run_build(out: Path, notebooks: Path = ROOT / "notebooks"):
-    return subprocess.run([sys.executable, str(BUILD), "--out", str(out),
+    return subprocess.run([sys.executable, "-m", "tools.site.build", "--out", str(out),
                            "--notebooks", str(notebooks)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -51,9 +51,14 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from slide_screen import (CODE_WRAP, SCREEN, code_lines, figure_height,  # noqa: F401
-                          figure_size, has_figure,
-                          height, markdown_height, output_lines, source)
+try:
+    from tools.slide_screen import (CODE_WRAP, SCREEN, code_lines,  # noqa: F401
+                                    figure_height, figure_size, has_figure, height,
+                                    markdown_height, output_lines, source)
+except ModuleNotFoundError:   # run as a file, python tools/mark_slides.py: no package 'tools'
+    from slide_screen import (CODE_WRAP, SCREEN, code_lines,  # noqa: F401
+                              figure_height, figure_size, has_figure, height,
+                              markdown_height, output_lines, source)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"

@@ -24,8 +24,8 @@ import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-import mark_slides
-from slide_pieces import figure_pieces, output_pieces, piece, split_tall_heatmaps
+from tools import mark_slides
+from tools.slide_pieces import figure_pieces, output_pieces, piece, split_tall_heatmaps
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTES = ROOT / "course" / "speaker_notes"

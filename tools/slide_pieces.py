@@ -8,7 +8,7 @@ import base64
 import copy
 from typing import List, Optional, Tuple
 
-import mark_slides
+from tools import mark_slides
 
 
 def piece(cell: dict, text: str, k: int) -> dict:

@@ -1,6 +1,6 @@
 """Build the offline static site of the notebook series (``bash dev.sh site``).
 
-    python tools/site/build.py [--out build/site] [--notebooks notebooks]
+    python -m tools.site.build [--out build/site] [--notebooks notebooks]
 
 Every ``notebooks/*.ipynb`` becomes one page, in file-name order, from its stored outputs
 (nothing is re-executed: CI already checks that the outputs match the code). The page's
@@ -10,16 +10,15 @@ previous and next notebook, to the contents and to a copy of the ``.ipynb``.
 
 Everything a page loads lies in the output folder, so the site works from a USB stick or a
 file share with no network: JupyterLab's cell styles (from nbconvert), figures as files, and
-MathJax 3 from the ``django-static-mathjax`` package (pinned in constraints.txt; SVG output,
-so no web fonts are needed).
+MathJax 3 (``tools/mathjax_files.py``: the slide decks' MathJax too; SVG output, so no web
+fonts are needed). The output folder is replaced only when it is safe
+(``tools/output_folder.py``).
 """
 from __future__ import annotations
 
 import argparse
 import html
-import importlib.util
 import json
-import os
 import re
 import shutil
 import sys
@@ -28,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
+from tools import mathjax_files, output_folder
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SITE_CSS = Path(__file__).resolve().parent / "site.css"
 MARKER = ".series-site"     # written into the output folder; only such a folder is replaced
-MATHJAX_FILE = "tex-svg-full.js"   # every TeX extension built in: nothing loaded later
 
 
 @dataclass
@@ -107,19 +107,6 @@ def read_pages(notebook_dir: Path) -> List[Page]:
     return pages
 
 
-def mathjax_dir() -> Path:
-    """MathJax's es5 folder inside the installed django-static-mathjax package."""
-    spec = importlib.util.find_spec("mathjax")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        folder = Path(location) / "static" / "mathjax"
-        if (folder / "es5" / MATHJAX_FILE).is_file():
-            return folder
-    raise RuntimeError("MathJax not found: the site ships MathJax from the pip package "
-                       "django-static-mathjax (pinned in constraints.txt); reinstall with "
-                       "bash dev.sh (or pip install -c constraints.txt -e '.[dev]')")
-
-
 def lab_static_css() -> str:
     """JupyterLab's notebook styles as nbconvert's 'lab' template ships them (light theme)."""
     from jupyter_core.paths import jupyter_path
@@ -139,67 +126,10 @@ def markdown_html(source: str) -> str:
 SECTION = re.compile(r'<h2 id="([^"]+)">(.*?)<a class="anchor-link"', re.S)
 
 
-def check_output(out: Path) -> None:
-    """Refuse an ``out`` that is a file, or a non-empty folder this script did not write,
-    or a new folder that cannot be made (inside a file, or in a folder not writable)."""
-    if not out.exists():
-        parent = next(p for p in out.absolute().parents if p.exists())
-        if not parent.is_dir():
-            raise ValueError(f"--out: cannot create {out}: {parent} is a file, not a folder")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise ValueError(f"--out: cannot create {out}: {parent} is not writable")
-    if out.exists():
-        if not out.is_dir():
-            raise ValueError(f"--out: {out} exists and is not a folder")
-        if any(out.iterdir()) and not (out / MARKER).is_file():
-            raise ValueError(f"--out: {out} is a non-empty folder that no earlier site build "
-                             f"wrote (no {MARKER} file); give an empty or new folder")
-
-
-def prepare_output(out: Path) -> None:
-    """Empty ``out`` (checked by ``check_output``) for a new build."""
-    check_output(out)
-    try:
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-    except OSError as e:
-        raise ValueError(f"--out: cannot create {out} ({e.strerror})") from None
-    (out / MARKER).write_text("written by tools/site/build.py; replaced on each build\n")
-
-
-def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> List[Path]:
-    """Write the site into ``out``; return the HTML pages written (contents page first)."""
-    # the arguments first, before the slow imports
-    check_output(out)
-    pages = read_pages(notebook_dir)
-    mathjax = mathjax_dir()
-
-    # jsonschema (imported by nbformat) compiles IRI grammars when rfc3987_syntax is
-    # installed: about 3 s of CPU, for a format the notebook schema never uses. Without the
-    # module jsonschema simply skips that format check.
-    sys.modules.setdefault("rfc3987_syntax", None)
-    import jinja2
-    import nbformat
+def exporter():
+    """nbconvert's HTML exporter with the site's template; figures go to files."""
     from nbconvert import HTMLExporter
     from traitlets.config import Config
-
-    prepare_output(out)
-
-    static = out / "static"
-    (static / "mathjax").mkdir(parents=True)
-    shutil.copy2(mathjax / "es5" / MATHJAX_FILE, static / "mathjax" / MATHJAX_FILE)
-    shutil.copy2(mathjax / "LICENSE", static / "mathjax" / "LICENSE")
-    mathjax_version = json.loads((mathjax / "package.json").read_text())["version"]
-    shutil.copy2(SITE_CSS, static / "site.css")
-    (out / "notebooks").mkdir()
-
-    if readme.is_file():
-        series_title, intro_md = first_heading_and_paragraph(
-            [readme.read_text(encoding="utf-8")], readme.name)
-    else:
-        series_title, intro_md = "Notebooks", ""
-    series_title = html.escape(series_title, quote=False)
 
     config = Config()
     config.HTMLExporter.template_name = "series"
@@ -207,45 +137,85 @@ def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> L
     config.HTMLExporter.exclude_anchor_links = False
     config.ExtractOutputPreprocessor.enabled = True
     config.ExtractOutputPreprocessor.extract_output_types = {"image/png", "image/jpeg"}
-    exporter = HTMLExporter(config=config)   # figures go to files: ExtractOutputPreprocessor
+    return HTMLExporter(config=config)
 
-    written = []
-    pygments_css = None
-    for page in pages:
-        nb = nbformat.read(page.source, as_version=4)
-        resources = {
-            "metadata": {"name": page.stem, "path": str(page.source.parent)},
-            "output_files_dir": f"{page.stem}_files",
-            "site": {"series_title": series_title, "page": {
-                "title": page.title, "notebook_href": page.notebook_href,
-                "notebook_name": page.notebook_name,
-                "prev": page.prev.link() if page.prev else None,
-                "next": page.next.link() if page.next else None}},
-        }
-        body, resources = exporter.from_notebook_node(nb, resources=resources)
-        if pygments_css is None:
-            pygments_css = "\n".join(resources.get("inlining", {}).get("css", []))
-        for name, data in resources.get("outputs", {}).items():
-            target = out / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
-        target = out / page.href
-        target.write_text(body, encoding="utf-8")
-        written.append(target)
-        shutil.copy2(page.source, out / page.notebook_href)
-        page.sections = [{"anchor": anchor, "title": title.strip()}
-                         for anchor, title in SECTION.findall(body)]
-        page.description_html = markdown_html(page.description_md)
 
-    (static / "notebook.css").write_text(lab_static_css() + "\n" + (pygments_css or ""),
-                                         encoding="utf-8")
+def page_resources(page: Page, series_title: str) -> dict:
+    """What the 'series' template needs of a page besides the notebook."""
+    return {
+        "metadata": {"name": page.stem, "path": str(page.source.parent)},
+        "output_files_dir": f"{page.stem}_files",
+        "site": {"series_title": series_title, "page": {
+            "title": page.title, "notebook_href": page.notebook_href,
+            "notebook_name": page.notebook_name,
+            "prev": page.prev.link() if page.prev else None,
+            "next": page.next.link() if page.next else None}},
+    }
 
+
+def write_page(html_exporter, page: Page, out: Path, series_title: str) -> str:
+    """Write the page, its figures and the notebook's copy; fill in the page's sections and
+    description; return the code highlighting's style sheet."""
+    import nbformat
+
+    nb = nbformat.read(page.source, as_version=4)
+    body, resources = html_exporter.from_notebook_node(
+        nb, resources=page_resources(page, series_title))
+    for name, data in resources.get("outputs", {}).items():
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+    (out / page.href).write_text(body, encoding="utf-8")
+    shutil.copy2(page.source, out / page.notebook_href)
+    page.sections = [{"anchor": anchor, "title": title.strip()}
+                     for anchor, title in SECTION.findall(body)]
+    page.description_html = markdown_html(page.description_md)
+    return "\n".join(resources.get("inlining", {}).get("css", []))
+
+
+def series_intro(readme: Path):
+    """The series' title (escaped) and its first paragraph, from the README."""
+    if not readme.is_file():
+        return "Notebooks", ""
+    title, intro_md = first_heading_and_paragraph([readme.read_text(encoding="utf-8")],
+                                                  readme.name)
+    return html.escape(title, quote=False), intro_md
+
+
+def write_index(out: Path, pages: List[Page], readme: Path, mathjax_version: str) -> None:
+    import jinja2
+
+    series_title, intro_md = series_intro(readme)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False)
     index = env.get_template("site_index.html.j2").render(
         series_title=series_title, intro_html=markdown_html(intro_md) if intro_md else "",
         pages=pages, mathjax_version=mathjax_version)
     (out / "index.html").write_text(index, encoding="utf-8")
-    return [out / "index.html"] + written
+
+
+def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> List[Path]:
+    """Write the site into ``out``; return the HTML pages written (contents page first)."""
+    # the arguments first, before the slow imports
+    output_folder.check(out, MARKER)
+    pages = read_pages(notebook_dir)
+    mathjax_files.folder()                   # installed, or one line saying how
+    # jsonschema (imported by nbformat) compiles IRI grammars when rfc3987_syntax is
+    # installed: about 3 s of CPU, for a format the notebook schema never uses. Without the
+    # module jsonschema simply skips that format check.
+    sys.modules.setdefault("rfc3987_syntax", None)
+    html_exporter = exporter()
+
+    output_folder.replace(out, MARKER, "written by python -m tools.site.build; "
+                                       "replaced on each build")
+    static = out / "static"
+    mathjax_version = mathjax_files.copy_into(static / "mathjax")
+    shutil.copy2(SITE_CSS, static / "site.css")
+    (out / "notebooks").mkdir()
+    series_title = series_intro(readme)[0]
+    styles = [write_page(html_exporter, page, out, series_title) for page in pages]
+    (static / "notebook.css").write_text(lab_static_css() + "\n" + styles[0], encoding="utf-8")
+    write_index(out, pages, readme, mathjax_version)
+    return [out / "index.html"] + [out / page.href for page in pages]
 
 
 def main(argv=None) -> int:
