@@ -6,18 +6,14 @@ of any deck is taller or wider than the screen, and no text on it is under 18 px
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from browser import open_browser, screenshot_path
+from tools import build_course, mark_slides, slide_deck
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
-import mark_slides  # noqa: E402
-import slide_deck  # noqa: E402
 
 NOTEBOOKS = [p.stem for p in build_course.course_notebooks()]
 SHOWN = ("slide", "subslide", "-", "fragment")
@@ -166,7 +162,7 @@ MEASURE = """() => {
   if (s.scrollWidth > s.clientWidth + 1) problems.push(`wider: ${s.scrollWidth} px`);
   let smallest = 1e9, where = "";
   for (const el of s.querySelectorAll("*")) {
-    if (el.closest("aside.notes, .MathJax, .MathJax_Display, .MJX_Assistive_MathML, script")) continue;
+    if (el.closest("aside.notes, mjx-container, script")) continue;
     const cs = getComputedStyle(el), r = el.getBoundingClientRect();
     if (cs.display === "none" || (r.width === 0 && r.height === 0)) continue;
     if (["auto", "scroll", "hidden"].includes(cs.overflowX) && el.scrollWidth > el.clientWidth + 1)
@@ -205,8 +201,7 @@ def test_no_slide_of_any_deck_overflows_at_1280x720(decks):
             assert len(indices) == counts[name]
             for k, ix in enumerate(indices):
                 page.evaluate(f"Reveal.slide({ix['h']}, {ix.get('v') or 0})")
-                page.wait_for_function("MathJax.Hub.queue.pending === 0 "
-                                       "&& !MathJax.Hub.queue.running", timeout=30_000)
+                page.evaluate("MathJax.startup.promise.then(() => true)")  # typeset, fitted
                 m = page.evaluate(MEASURE)
                 walked += 1
                 if m["problems"] or m["smallest"] < MIN_FONT_PX:
