@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
+from tools import quizzes
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import quizzes  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 COURSE = ROOT / "course"
