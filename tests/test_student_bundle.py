@@ -10,6 +10,7 @@ bundle from the package index into a bare venv (minutes; needs the index).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -23,17 +24,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
-import student_bundle  # noqa: E402
+from tools import build_course, student_bundle
+from transformer_lib import doctor
+from transformer_lib.data import bible
 
-from transformer_lib import doctor  # noqa: E402
-from transformer_lib.data import bible  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DEV_TOOLS = {"pytest", "pytest_xdist", "pytest_timeout", "nbval", "ruff", "playwright",
              "greenlet", "ninja", "django_static_mathjax", "jupyterlab_rise",
-             "jupyterlab_mathjax3", "jupyter_server_mathjax"}
+             "jupyterlab_mathjax3"}
 
 
 @pytest.fixture(scope="module")
@@ -160,11 +159,9 @@ def test_dry_run_prints_each_systems_commands(bundle, system, python):
 
 def test_venv_python_is_where_venv_puts_it(bundle, tmp_path):
     folder, _ = bundle
-    sys.path.insert(0, str(folder))
-    try:
-        import start
-    finally:
-        sys.path.remove(str(folder))
+    spec = importlib.util.spec_from_file_location("start", folder / "start.py")
+    start = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(start)
     context = venv.EnvBuilder().ensure_directories(tmp_path / "v")
     python = Path(start.venv_python(tmp_path / "v", start.this_system()))
     assert python.parent == Path(context.bin_path)        # bin/ or Scripts\, as venv decides
