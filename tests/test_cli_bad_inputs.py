@@ -288,7 +288,7 @@ def test_site_out_that_cannot_be_made(tmp_path):
     for out, message in [(file / "sub", f"--out: cannot create {file / 'sub'}: {file} is a "
                                         "file, not a folder"),
                          (Path("/proc/nope"), "--out: cannot create /proc/nope")]:
-        result = subprocess.run([sys.executable, str(ROOT / "tools" / "site" / "build.py"),
+        result = subprocess.run([sys.executable, "-m", "tools.site.build",
                                  "--out", str(out)], capture_output=True, text=True,
                                 timeout=600, cwd=ROOT)
         lines = result.stderr.strip().splitlines()
