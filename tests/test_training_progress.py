@@ -6,7 +6,7 @@ import torch
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.data.batching import encode_pairs
 from transformer_lib.data.tokenizers import CharTokenizer
-from transformer_lib.training import progress
+from transformer_lib.training import progress_display
 from transformer_lib.training.trainer import Trainer, TrainSettings
 
 PAIRS = [("one two", "1 2"), ("three", "3"), ("two one three", "2 1 3"), ("four one", "4 1"),
@@ -73,7 +73,7 @@ def test_terminal_bar_is_unchanged_and_false_shows_only_messages(handles, capsys
 
 def test_status_line_is_throttled_but_the_last_step_always_shows():
     handle = FakeHandle()
-    bar = progress.LineProgress(total=1000, handle=handle, min_interval=3600.0)
+    bar = progress_display.StatusLine(total=1000, handle=handle, min_interval=3600.0)
     for _ in range(1000):
         bar.update(1)
     bar.set_postfix(loss="0.750")

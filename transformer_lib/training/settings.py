@@ -9,7 +9,7 @@ from typing import Optional, Union
 import torch
 
 from ..checks import check_bool, check_choice, check_float, check_int
-from .progress import check_style
+from .progress_display import check_progress
 
 SEED_MAX = 2 ** 32 - 1          # numpy's seeds stop here
 
@@ -32,7 +32,7 @@ class TrainSettings:
     longest translation decoded in validation; None: the longest training target + 10,
     within the model's positions. ``progress``: True (a
     terminal bar), ``"notebook"`` (one status line updated in place, validation results
-    as plain lines) or False (:mod:`.progress`). ``time_budget``: minutes of training
+    as plain lines) or False (:mod:`.progress_display`). ``time_budget``: minutes of training
     (validation included) after which :meth:`Trainer.fit` stops cleanly after the current
     step, with a checkpoint, as after a stop request; None: no limit.
     """
@@ -81,11 +81,13 @@ class TrainSettings:
             self.checkpoint = os.fspath(self.checkpoint)
             if not self.checkpoint:
                 raise ValueError("checkpoint must be None (no checkpoint) or a file path, got ''")
-        check_style(self.progress)
+        check_progress(self.progress)
 
 
-def check_trainer_arguments(model, src_tok, tgt_tok, settings, extra) -> None:
-    """The :class:`Trainer`'s arguments: TypeError naming the one that is wrong."""
+def check_trainer_arguments(model: object, src_tok: object, tgt_tok: object, settings: object,
+                            extra: object) -> None:
+    """The :class:`Trainer`'s arguments, whatever the caller passed: TypeError naming the one
+    that is wrong."""
     from ..model import Transformer
     from .state_integrity import check_loadable
     if not isinstance(model, Transformer):

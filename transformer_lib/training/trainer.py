@@ -9,12 +9,13 @@ import dataclasses
 import math
 import time
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
 from ..config import TransformerConfig
-from ..data.batching import encode_fitting, token_batches
+from ..data.batching import Example, encode_fitting, token_batches
+from ..data.tokenizers import Tokenizer
 from ..model import Transformer
 from .averaging import WeightAveraging
 from .checkpoint import (load_checkpoint, remove_temporaries, rng_state, save_checkpoint,
@@ -23,7 +24,7 @@ from .distributed import DistContext, shard, wrap_model
 from .loss import LabelSmoothingLoss
 from .metrics import evaluate_translation
 from .precision import bf16_problem
-from .progress import make_progress
+from .progress_display import make_display
 from .schedule import make_optimizer
 from .settings import TrainSettings, check_trainer_arguments, pick_device
 from .validation import new_history, validation_loss
@@ -42,7 +43,8 @@ class Trainer(WeightAveraging):
     record, saved in every checkpoint) must hold only values the safe loader reads back.
     """
 
-    def __init__(self, model: Transformer, src_tok, tgt_tok, train_examples, valid_pairs: Pairs,
+    def __init__(self, model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer,
+                 train_examples: Iterable[Example], valid_pairs: Pairs,
                  settings: TrainSettings, device: Optional[str] = None,
                  dist: DistContext = DistContext(), extra: Optional[dict] = None):
         check_trainer_arguments(model, src_tok, tgt_tok, settings, extra)
@@ -184,7 +186,7 @@ class Trainer(WeightAveraging):
         s, main = self.settings, self.dist.is_main
         self.stopped_early = self.budget_spent = False
         deadline = None if s.time_budget is None else time.perf_counter() + 60 * s.time_budget
-        bar = make_progress(s.progress, s.steps, self.step, show=main)
+        bar = make_display(s.progress, s.steps, self.step, show=main)
         while self.step < s.steps:
             lr = self.optimizer.param_groups[0]["lr"]
             loss = self.train_step(self.next_batch())

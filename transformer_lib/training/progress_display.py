@@ -1,6 +1,7 @@
-"""How the training loop shows its progress: a terminal bar, or one line in a notebook.
+"""The display of how far training is: a terminal bar, or one status line in a notebook.
 
-``TrainSettings.progress`` picks one:
+The setting ``TrainSettings.progress`` (the only meaning of ``progress`` in the package)
+picks one:
 
 * ``True``: a ``tqdm`` bar on stderr (the command line);
 * ``"notebook"``: one status line shown through IPython's ``display`` and updated in place
@@ -18,20 +19,22 @@ from typing import Any, Dict, Union
 
 from tqdm import tqdm
 
-STYLES = (True, False, "notebook")
+PROGRESS_VALUES = (True, False, "notebook")      # what TrainSettings.progress may be
 
 
-def check_style(progress) -> None:
-    if not any(progress is s or (isinstance(s, str) and progress == s) for s in STYLES):
+def check_progress(progress: object) -> None:
+    """ValueError unless ``progress`` is one of :data:`PROGRESS_VALUES` (``1`` is not ``True``)."""
+    if not any(progress is s or (isinstance(s, str) and progress == s)
+               for s in PROGRESS_VALUES):
         raise ValueError(f"progress must be True, False or 'notebook', got {progress!r}")
 
 
-class LineProgress:
+class StatusLine:
     """A one-line status for notebooks, with the parts of tqdm's interface that
     :meth:`Trainer.fit` uses (``update``, ``set_postfix``, ``write``, ``close``)."""
 
     def __init__(self, total: int, initial: int = 0, desc: str = "train",
-                 min_interval: float = 0.5, handle=None) -> None:
+                 min_interval: float = 0.5, handle: Any = None) -> None:
         self.total, self.n, self.desc, self.min_interval = total, initial, desc, min_interval
         self.postfix: Dict[str, Any] = {}
         self.start, self.start_n, self._shown = time.perf_counter(), initial, -math.inf
@@ -57,7 +60,7 @@ class LineProgress:
         self.n += n
         self._show()
 
-    def set_postfix(self, refresh: bool = False, **values) -> None:
+    def set_postfix(self, refresh: bool = False, **values: Any) -> None:
         self.postfix = values
         if refresh:
             self._show(force=True)
@@ -69,12 +72,13 @@ class LineProgress:
         self._show(force=True)
 
 
-def make_progress(progress: Union[bool, str], total: int, initial: int, show: bool,
-                  handle=None) -> Union[tqdm, LineProgress]:
-    """The progress display of one ``fit``; ``show`` is False on all but the main process."""
-    check_style(progress)
+def make_display(progress: Union[bool, str], total: int, initial: int, show: bool,
+                 handle: Any = None) -> Union[tqdm, StatusLine]:
+    """The display of one ``fit`` for the setting ``progress``; ``show`` is False on all
+    but the main process."""
+    check_progress(progress)
     if progress == "notebook" and show:
-        return LineProgress(total, initial, handle=handle)
+        return StatusLine(total, initial, handle=handle)
     return tqdm(total=total, initial=initial, disable=not (progress and show),
                 desc="train", unit="step", dynamic_ncols=True,
                 mininterval=0.1 if sys.stderr.isatty() else 2.0)
