@@ -3,8 +3,9 @@
 Notebook 01 is built into a temporary course; ``nbgrader generate_assignment`` releases it, two
 submissions are made from the release (every answer right; one exercise that passes the visible
 check but not the hidden tests, one that the checker rejects, one right) and ``nbgrader
-autograde`` and ``nbgrader export`` score them: full marks, then 2 of 4. The unit tests below
-build answer and test cells without nbgrader.
+autograde`` and ``nbgrader export`` score them: full marks, then 2 of 4; ``nbgrader
+generate_feedback`` writes the graded notebooks as HTML. The tests below the nbgrader ones build
+answer and test cells without nbgrader.
 """
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ def course(tmp_path_factory):
     submit(course, "wrong", release, {**right, **WRONG})
     nbgrader(course, "autograde", NAME)
     nbgrader(course, "export")
+    nbgrader(course, "generate_feedback", NAME)
     with open(course / "grades.csv", newline="") as f:
         scores = {row["student_id"]: (float(row["score"]), float(row["max_score"]))
                   for row in csv.DictReader(f)}
@@ -147,6 +149,8 @@ def test_failed_tests_say_why(course):
     assert "lower-cased" in wrong["exercise-1-tests"]
     assert wrong["exercise-3-tests"] == ""
     assert not any(errors(folder, "right").values())
+    feedback = (folder / "feedback" / "wrong" / NAME / f"{NAME}.html").read_text(encoding="utf-8")
+    assert "you returned the one-hot vectors themselves" in feedback
 
 
 # --- without nbgrader: how answer and test cells are made -----------------------------------

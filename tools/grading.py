@@ -218,6 +218,13 @@ def readme(rows: Dict[str, List[Graded]]) -> str:
             table.append(f"| `{name}` | {g.number} | `{'`, `'.join(g.names)}` | {g.points} | "
                          f"{'yes' if g.hidden else 'no'} |")
     first = next(iter(rows), "01_embedding")
+    commands = [(f"nbgrader generate_assignment {first}", f"release/{first}/: the students' version"),
+                (f"# collect each student's notebook as submitted/STUDENT/{first}/{first}.ipynb", ""),
+                (f"nbgrader autograde {first}", "runs them, with the hidden tests put back"),
+                ("nbgrader export", "grades.csv: every student's score"),
+                (f"nbgrader generate_feedback {first}", "feedback/: each graded notebook, as HTML")]
+    width = max(len(c) for c, note in commands if note) + 2
+    shell = "\n".join(c.ljust(width) + f"# {note}" if note else c for c, note in commands)
     return f"""# Grading with nbgrader
 
 An nbgrader course made from the notebooks by `bash dev.sh course` (`tools/grading.py`):
@@ -231,14 +238,12 @@ the checker's message, and then runs hidden tests (`### BEGIN HIDDEN TESTS`) tha
 not see. The worked solution cells are left out. Points: 2 for a class to assemble, 1 for a
 function.
 
-From this folder (its `nbgrader_config.py` sets the course and a 900 s cell time-out):
+From this folder, in the environment where nbgrader is installed (activate it: nbgrader runs
+its `alembic` command from the `PATH`); `nbgrader_config.py` sets the course and a 900 s cell
+time-out:
 
 ```bash
-nbgrader generate_assignment {first}       # release/{first}/: the students' version
-# collect each student's notebook as submitted/STUDENT/{first}/{first}.ipynb, then
-nbgrader autograde {first}                 # runs it, with the hidden tests put back
-nbgrader export                            # grades.csv: every student's score
-nbgrader generate_feedback {first}         # feedback/: each student's graded notebook, as HTML
+{shell}
 ```
 
 Autograding runs the whole notebook (the training notebook trains for about three minutes),
