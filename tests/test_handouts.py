@@ -15,9 +15,8 @@ import pytest
 from browser import chromium_path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import build_course  # noqa: E402
-import handouts  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from tools import build_course, handouts  # noqa: E402
 
 NAME = "01_embedding"          # the shortest deck and notebook of the series
 PT_PER_PX = 0.75               # CSS pixels at 96 per inch, PDF points at 72

@@ -10,7 +10,7 @@ a local file refused.
 - A deck (``NN_name.slides.html`` of ``tools/build_course.py``) is opened in reveal.js's print
   mode (``?print-pdf``), with fragments shown at once and one page per slide
   (``pdfSeparateFragments=false``, ``pdfMaxPagesPerSlide=1``); reveal.js sets the page size to
-  the slide's, 1280 x 720 px. The math is typeset (MathJax 2 of the deck) and the deck's own
+  the slide's, 1280 x 720 px. The math is typeset (the deck's MathJax, 3 or 2) and the deck's own
   ``fitFigures`` shrinks a figure that is still too tall, as it does on screen. The PDF has as
   many pages as the deck has slides.
 - A notebook is rendered as a page of the offline site (``tools/site/build.py``: JupyterLab's
@@ -35,18 +35,26 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
-SITE_BUILD = ROOT / "tools" / "site" / "build.py"
-SITE_MODULE = "series_site_build"
 INSTALL_HINT = ("install Debian's chromium (sudo apt-get install chromium) and the dev extra "
                 "(pip install -c constraints.txt -e '.[dev]'), or build with --no-handouts")
 # Chromium as root in a container, with no background traffic to a closed network
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--disable-dev-shm-usage"]
-TIMEOUT_MS = 120_000           # a deck of 45 slides typesets in about 10 s on a 2-core CPU
+TIMEOUT_MS = 120_000           # to load a page and lay out its slides, on a busy 2-core CPU
 DECK_QUERY = "?print-pdf&pdfSeparateFragments=false&pdfMaxPagesPerSlide=1&showNotes=false"
-MATHJAX2_IDLE = ("window.MathJax && MathJax.Hub && MathJax.isReady "
-                 "&& MathJax.Hub.queue.pending === 0 && !MathJax.Hub.queue.running")
+# waits (up to a minute) until the page's MathJax has typeset every formula: MathJax 3 when
+# MathJax.startup.promise resolves, MathJax 2 when its queue is empty; true at once without
+MATH_TYPESET = """async () => {
+  for (let i = 0; i < 600; i++) {
+    const M = window.MathJax;
+    if (M && M.startup && M.startup.promise) { await M.startup.promise; return true; }
+    if (M && M.Hub && M.isReady && M.Hub.queue.pending === 0 && !M.Hub.queue.running) return true;
+    if (!M && document.readyState === "complete") return true;
+    await new Promise(resolve => setTimeout(resolve, 100));
+  }
+  return false;
+}"""
 # reveal.js's print style sets every slide's padding to 0; the deck's margins of
 # course/templates/course_reveal/index.html.j2 back, so that a page is the screen
 DECK_CSS = """
@@ -125,7 +133,8 @@ def print_deck(context, deck: Path, pdf: Path, log: Callable[[str], None]) -> in
         page.wait_for_function("document.querySelectorAll('.pdf-page').length > 0",
                                timeout=TIMEOUT_MS)
         page.add_style_tag(content=DECK_CSS)
-        page.wait_for_function(MATHJAX2_IDLE, timeout=TIMEOUT_MS)
+        if not page.evaluate(MATH_TYPESET):
+            raise HandoutError(f"{deck.name}: MathJax did not finish typesetting in a minute")
         cut = page.evaluate(FIT_EVERY_SLIDE)
         pages = page.evaluate("document.querySelectorAll('.pdf-page').length")
         slides = page.evaluate("Reveal.getSlides().length")
@@ -157,12 +166,9 @@ def print_page(context, html: Path, pdf: Path) -> None:
 
 def site_pages(notebooks: Sequence[Path], folder: Path) -> List[Path]:
     """The notebooks as pages of the offline site, built into ``folder``; in their order."""
-    site = sys.modules.get(SITE_MODULE)
-    if site is None:                  # tools/site/build.py, loaded once under its own name
-        spec = importlib.util.spec_from_file_location(SITE_MODULE, SITE_BUILD)
-        site = importlib.util.module_from_spec(spec)
-        sys.modules[SITE_MODULE] = site                 # its dataclasses look themselves up
-        spec.loader.exec_module(site)                   # type: ignore[union-attr]
+    if str(ROOT) not in sys.path:     # tools/site/build.py imports from the package tools
+        sys.path.insert(0, str(ROOT))
+    site = importlib.import_module("tools.site.build")
     sources = folder / "notebooks"
     sources.mkdir(parents=True)
     for path in notebooks:
