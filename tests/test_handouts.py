@@ -7,16 +7,15 @@ and elsewhere skips with a one-line install hint when Chromium is missing.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from browser import chromium_path
 
+from tools import build_course, handouts
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from tools import build_course, handouts  # noqa: E402
 
 NAME = "01_embedding"          # the shortest deck and notebook of the series
 PT_PER_PX = 0.75               # CSS pixels at 96 per inch, PDF points at 72

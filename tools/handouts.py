@@ -1,6 +1,6 @@
 """Printable PDF handouts of the teaching kit: each slide deck and each notebook as a PDF.
 
-    from handouts import write_handouts
+    from tools.handouts import write_handouts
     written = write_handouts(out, decks=[...slides.html], notebooks=[...ipynb])
 
 Made offline by headless Chromium's print-to-PDF: Debian's ``chromium`` package, driven by
@@ -27,14 +27,14 @@ import importlib.util
 import os
 import re
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-ROOT = Path(__file__).resolve().parent.parent
+from tools.site import build as site_build
+
 INSTALL_HINT = ("install Debian's chromium (sudo apt-get install chromium) and the dev extra "
                 "(pip install -c constraints.txt -e '.[dev]'), or build with --no-handouts")
 # Chromium as root in a container, with no background traffic to a closed network
@@ -166,15 +166,12 @@ def print_page(context, html: Path, pdf: Path) -> None:
 
 def site_pages(notebooks: Sequence[Path], folder: Path) -> List[Path]:
     """The notebooks as pages of the offline site, built into ``folder``; in their order."""
-    if str(ROOT) not in sys.path:     # tools/site/build.py imports from the package tools
-        sys.path.insert(0, str(ROOT))
-    site = importlib.import_module("tools.site.build")
     sources = folder / "notebooks"
     sources.mkdir(parents=True)
     for path in notebooks:
         shutil.copy2(path, sources / path.name)
     try:
-        site.build(folder / "site", sources)
+        site_build.build(folder / "site", sources)
     except (ValueError, RuntimeError) as err:
         raise HandoutError(f"the notebooks' pages could not be built: {err}") from None
     return [folder / "site" / f"{path.stem}.html" for path in notebooks]
