@@ -19,6 +19,8 @@ The output folder is replaced only when it is safe (tools/output_folder.py).
 - ``instructor/``: the lesson plans of ``course/plans/`` and ``answer_key.md``
   (``tools/answer_key.py``), made from the solution cells and the explanations in
   ``course/answer_notes.md``.
+- ``handouts/``: a PDF of every deck (a page per slide) and of every student notebook (A4),
+  printed offline by headless Chromium (``tools/handouts.py``); ``--no-handouts`` skips them.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-from tools import output_folder, quizzes, student_bundle
+from tools import handouts, output_folder, quizzes, student_bundle
 # the parts of the kit, importable from here as before the split into modules
 from tools.answer_key import Exercise, answer_key, exercises, read_notes  # noqa: F401
 from tools.course_slides import (build_slides, slide_cells, slides_exporter,  # noqa: F401
@@ -88,9 +90,22 @@ def build_instructor(nbs: Dict[str, dict], instructor: Path, log=print) -> int:
     return len(all_exercises)
 
 
-def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
+def build_handouts(out: Path, names: Sequence[str], log=print) -> None:
+    """``handouts/``: the decks and the student copies as PDF; without Chromium, one line."""
+    try:
+        handouts.write_handouts(
+            out / "handouts", decks=[out / "slides" / f"{n}.slides.html" for n in names],
+            notebooks=[out / "student" / "notebooks" / f"{n}.ipynb" for n in names], log=log)
+    except handouts.NoBrowser as err:
+        log(f"handouts/: not made: {err}")
+    except handouts.HandoutError as err:
+        raise BuildError(str(err)) from None
+
+
+def build(out: Path = DEFAULT_OUT, log=print, make_handouts: bool = False) -> Dict[str, int]:
     """Build the kit into ``out`` (replaced, when ``tools/output_folder.py`` finds that safe);
-    return each deck's number of slides."""
+    return each deck's number of slides. ``make_handouts``: print the PDF handouts too (the
+    command line does, unless ``--no-handouts``: a few minutes on a 2-core CPU)."""
     start = time.perf_counter()
     paths = course_notebooks()
     if not paths:
@@ -102,6 +117,8 @@ def build(out: Path = DEFAULT_OUT, log=print) -> Dict[str, int]:
     counts = build_slides(nbs, out / "slides")
     log("slides/: " + ", ".join(f"{n} {c}" for n, c in counts.items()) + " slides")
     n_exercises = build_instructor(nbs, out / "instructor", log)
+    if make_handouts:
+        build_handouts(out, list(nbs), log)
     (out / "README.md").write_text(kit_readme(counts, n_exercises), encoding="utf-8")
     log(f"built {out} in {time.perf_counter() - start:.1f} s")
     return counts
@@ -112,10 +129,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="the kit's folder (default: build/course), replaced")
+    parser.add_argument("--no-handouts", action="store_true",
+                        help="skip the PDF handouts (handouts/: printed by Chromium, minutes)")
     args = parser.parse_args(argv)
     try:
         output_folder.check(args.out, MARKER)       # before anything is read or built
-        build(args.out)
+        build(args.out, make_handouts=not args.no_handouts)
     except output_folder.OutputFolderError as err:
         parser.error(str(err))
     except BuildError as err:
