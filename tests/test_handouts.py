@@ -93,3 +93,41 @@ def test_a_missing_browser_says_how_to_install_it_or_skip(tmp_path, monkeypatch)
                        r"Debian's chromium .* or build with --no-handouts"):
         handouts.write_handouts(tmp_path / "out", decks=[deck])
     assert not (tmp_path / "out").exists()
+
+
+# --- the hook in the kit's build ---------------------------------------------------------------
+
+def test_the_kit_prints_every_deck_and_student_copy(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(handouts, "write_handouts", lambda out, decks, notebooks, log:
+                        calls.append((out, decks, notebooks)))
+    build_course.build_handouts(tmp_path, ["01_a", "02_b"])
+    assert calls == [(tmp_path / "handouts",
+                      [tmp_path / "slides" / "01_a.slides.html",
+                       tmp_path / "slides" / "02_b.slides.html"],
+                      [tmp_path / "student" / "notebooks" / "01_a.ipynb",
+                       tmp_path / "student" / "notebooks" / "02_b.ipynb"])]
+
+
+def test_the_kit_without_a_browser_is_built_with_one_line(tmp_path, monkeypatch):
+    def no_browser(*args, **kwargs):
+        raise handouts.NoBrowser("no chromium executable on PATH: install it")
+    monkeypatch.setattr(handouts, "write_handouts", no_browser)
+    lines = []
+    build_course.build_handouts(tmp_path, ["01_a"], log=lines.append)
+    assert lines == ["handouts/: not made: no chromium executable on PATH: install it"]
+
+    def broken(*args, **kwargs):
+        raise handouts.HandoutError("01_a.slides.html: printing failed: crashed")
+    monkeypatch.setattr(handouts, "write_handouts", broken)
+    with pytest.raises(build_course.BuildError, match=r"^01_a\.slides\.html: printing failed"):
+        build_course.build_handouts(tmp_path, ["01_a"])
+
+
+def test_the_command_line_prints_handouts_unless_told_not_to(monkeypatch, tmp_path):
+    asked = []
+    monkeypatch.setattr(build_course, "build", lambda out, make_handouts: asked.append(
+        make_handouts))
+    assert build_course.main(["--out", str(tmp_path / "kit")]) == 0
+    assert build_course.main(["--out", str(tmp_path / "kit"), "--no-handouts"]) == 0
+    assert asked == [True, False]
