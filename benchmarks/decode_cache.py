@@ -3,7 +3,7 @@
 Without a cache every step runs the decoder over the whole prefix again (quadratic work in
 the output length); with :class:`transformer_lib.KVCache` each step feeds only the newest
 token. To make every output exactly the requested length, the timed loop is
-``greedy_decode``'s with decoding's own step (``transformer_lib.decoding.next_log_probs``)
+``greedy_decode``'s with decoding's own step (``transformer_lib.search.next_log_probs``)
 but no stop at EOS.
 
     python benchmarks/decode_cache.py            # 32, 128 and 512 tokens
@@ -15,7 +15,7 @@ import torch
 
 import common
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.decoding import inference, next_log_probs, source_memory
+from transformer_lib.search import inference, next_log_probs, source_memory
 
 
 def decoder_fn(model: Transformer, src: torch.Tensor, length: int, use_cache: bool):

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.training.trainer import Trainer
 
 

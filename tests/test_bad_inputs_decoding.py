@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from transformer_lib import Transformer, TransformerConfig, explorers  # noqa: E402
-from transformer_lib.decoding import Beam, beam_search, greedy_decode  # noqa: E402
+from transformer_lib.search import Beam, beam_search, greedy_decode  # noqa: E402
 
 CONFIG = TransformerConfig.tiny(src_vocab_size=20, tgt_vocab_size=12, P_drop=0.0, max_len=16)
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib.cli import corpus as corpus_cli
-from transformer_lib.cli import export as export_cli
-from transformer_lib.cli import train as train_cli
-from transformer_lib.cli import translate as translate_cli
+from transformer_lib.cli import corpus_command as corpus_cli
+from transformer_lib.cli import export_command as export_cli
+from transformer_lib.cli import train_command as train_cli
+from transformer_lib.cli import translate_command as translate_cli
 from transformer_lib.training.checkpoint import load_checkpoint
 from transformer_lib.training.job import DataSpec
 
@@ -228,14 +228,14 @@ def test_ctrl_c_while_the_command_loads_is_one_line():
 def test_the_train_entry_point_honours_ctrl_c_before_main_does():
     result = run_script("""
         import runpy
-        from transformer_lib.cli import train
+        from transformer_lib.cli import train_command
 
         def main():                                    # a signal before main's own handlers
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)
             raise AssertionError("the signal was swallowed")
 
-        train.main = main
+        train_command.main = main
         runpy.run_module("transformer_lib.train", run_name="__main__")
     """)
     assert result.returncode == 130, result.stderr

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 
 TINY = ["--task", "dates", "--n-train", "60", "--n-valid", "4", "--n-test", "4",
         "--layers", "1", "--d-model", "16", "--d-ff", "32", "--heads", "2", "--max-tokens", "400",

@@ -1,12 +1,12 @@
 """The training command line checks what it can before training, and says in one line
-what went wrong and how to go on (transformer_lib.cli.train, train_checks, stopping)."""
+what went wrong and how to go on (transformer_lib.cli.train_command, train_checks, stopping)."""
 from pathlib import Path
 
 import pytest
 import torch
 
 from transformer_lib.cli import stopping
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.training import trainer as trainer_mod
 from transformer_lib.training.checkpoint import load_checkpoint
 

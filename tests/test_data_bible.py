@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from transformer_lib.cli import corpus as corpus_cli
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import corpus_command as corpus_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.data import bible
 from transformer_lib.data.corpus import read_parallel
 

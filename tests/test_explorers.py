@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from transformer_lib import explorers  # noqa: E402
-from transformer_lib.decoding import beam_search, greedy_decode  # noqa: E402
+from transformer_lib.search import beam_search, greedy_decode  # noqa: E402
 
 @pytest.fixture(scope="module")
 def dates():

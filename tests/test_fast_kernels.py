@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from transformer_lib import MultiHeadAttention, PositionwiseFeedForward, Transformer, TransformerConfig
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.fast import FastDropout, accelerate
 from transformer_lib.fast import kernels as cpu_kernels
 from transformer_lib.fast.attention import MAX_SCORES

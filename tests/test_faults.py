@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]

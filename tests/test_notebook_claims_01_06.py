@@ -146,7 +146,7 @@ def test_the_date_task_has_29_formats_in_five_languages():
 def walk():
     from pathlib import Path
 
-    from transformer_lib.decoding import greedy_decode
+    from transformer_lib.search import greedy_decode
     from transformer_lib.training import load_model
     root = Path(__file__).resolve().parent.parent
     model, src_tok, tgt_tok = load_model(root / "checkpoints/dates.pt")

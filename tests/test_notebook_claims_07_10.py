@@ -12,7 +12,7 @@ import torch
 from transformer_lib.data.batching import encode_pairs, make_batch
 from transformer_lib.data.dates import make_date_splits
 from transformer_lib.data.tokenizers import CharTokenizer
-from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.search import beam_search, greedy_decode
 from transformer_lib.training import LabelSmoothingLoss
 from transformer_lib.training.checkpoint import load_model
 from transformer_lib.training.job import DataSpec, TrainJob, prepare
@@ -101,7 +101,7 @@ def test_13a_splits_an_iso_date_and_scores_a_digit_slip_like_a_wrong_year():
 
 
 def test_sanity_run_memorises_its_batch_from_a_uniform_guess():
-    out = stored_output("from transformer_lib.decoding import greedy_decode")
+    out = stored_output("from transformer_lib.search import greedy_decode")
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+) nats", out)]
     assert len(losses) == 4 and abs(losses[0] - math.log(78)) < 0.5           # "about ln 78"
     assert losses[-1] < 0.05 and losses == sorted(losses, reverse=True)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.training import precision
 from transformer_lib.training.precision import Bf16Support, bf16_problem, decide
 

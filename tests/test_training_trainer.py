@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.cli import train as train_cli
+from transformer_lib.cli import train_command as train_cli
 from transformer_lib.data.batching import encode_pairs, make_batch
 from transformer_lib.data.tokenizers import CharTokenizer
 from transformer_lib.training.checkpoint import load_checkpoint, load_model, save_checkpoint

@@ -5,7 +5,7 @@ import sys
 import pytest
 import torch
 
-from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.search import beam_search, greedy_decode
 
 from cli_runs import tiny_checkpoint
 

@@ -11,7 +11,7 @@ import torch
 
 from .data.batching import pad_rows
 from .data.tokenizers import Tokenizer
-from .decoding import beam_search, greedy_decode
+from .search import beam_search, greedy_decode
 from .model import Transformer
 
 

@@ -1,4 +1,4 @@
-"""``python -m transformer_lib.train``: runs :mod:`transformer_lib.cli.train`, with Ctrl-C
+"""``python -m transformer_lib.train``: runs :mod:`transformer_lib.cli.train_command`, with Ctrl-C
 honoured from the moment this module starts (see :func:`.cli.stopping.run_command`)."""
 import sys
 
@@ -6,7 +6,7 @@ from .cli.stopping import run_command
 
 
 def _load():
-    from .cli.train import main
+    from .cli.train_command import main
     return main
 
 

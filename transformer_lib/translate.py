@@ -1,4 +1,4 @@
-"""``python -m transformer_lib.translate``: runs :mod:`transformer_lib.cli.translate`, with
+"""``python -m transformer_lib.translate``: runs :mod:`transformer_lib.cli.translate_command`, with
 Ctrl-C answered in one line (see :func:`.cli.stopping.run_command`)."""
 import sys
 
@@ -6,7 +6,7 @@ from .cli.stopping import run_command
 
 
 def _load():
-    from .cli.translate import main
+    from .cli.translate_command import main
     return main
 
 

@@ -1,4 +1,4 @@
-"""The options of the training command line (:mod:`transformer_lib.cli.train`)."""
+"""The options of the training command line (:mod:`transformer_lib.cli.train_command`)."""
 from __future__ import annotations
 
 import argparse

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import torch
 
 from ..config import TransformerConfig
-from ..decoding import gnmt_length_penalty, greedy_decode
+from ..search import gnmt_length_penalty, greedy_decode
 from ..model import Transformer
 from . import Feedback, as_number, keeps_rng, run_learner_code
 

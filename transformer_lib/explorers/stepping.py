@@ -9,25 +9,27 @@ import matplotlib.pyplot as plt
 import torch
 
 from ..checks import check_float, check_int
-from ..decoding import Beam, gnmt_length_penalty, inference, next_log_probs, source_memory
+from ..search import Beam, gnmt_length_penalty, inference, next_log_probs, source_memory
 from .base import Explorer, slider
-from .trained import encode_source, load_for_explorer
+from ..data.tokenizers import Tokenizer
+from ..model import Transformer
+from .trained import ModelSource, encode_source, load_for_explorer
 
 
-def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
+def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
              length_penalty: float = 0.6, top: int = 5) -> Explorer:
     """Decode one input a token at a time with a "next token" button: greedy's ``top``
     candidates with their probabilities, and beam search's hypotheses with their scores
     log P / lp (GNMT's length penalty, alpha = ``length_penalty``).
 
-    The steps are those of :func:`~transformer_lib.decoding.greedy_decode` and
-    :func:`~transformer_lib.decoding.beam_search` (the library's ``Beam``), without a cache.
+    The steps are those of :func:`~transformer_lib.search.greedy_decode` and
+    :func:`~transformer_lib.search.beam_search` (the library's ``Beam``), without a cache.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     check_int(beam_size, "beam_size", 1, 8)                    # the slider's range
     check_float(length_penalty, "length_penalty", 0.0)
-    model, src_tok, tgt_tok = load_for_explorer(model)
+    transformer, src_tok, tgt_tok = load_for_explorer(model)
     check_int(top, "top", 1, tgt_tok.vocab_size)
     controls = {"text": widgets.Text(value=text, description="your input",
                                      continuous_update=False,
@@ -40,9 +42,9 @@ def decoding(model=None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
         if state.get("key") != (text, beam_size):                  # new input: start again
             state.clear()
             step.disabled = True
-            src = encode_source(text, src_tok, model.config.max_len)             # (1, S)
+            src = encode_source(text, src_tok, transformer.config.max_len)             # (1, S)
             state.update(key=(text, beam_size), stepper=StepDecoder(
-                model, src, beam_size, length_penalty, tgt_tok.bos_id, tgt_tok.eos_id, top))
+                transformer, src, beam_size, length_penalty, tgt_tok.bos_id, tgt_tok.eos_id, top))
         stepper = state["stepper"]
         step.disabled = stepper.done
         return plot_decoding_step(stepper, tgt_tok), (
@@ -79,8 +81,8 @@ def _reported(explorer: Explorer, action) -> bool:
 class StepDecoder:
     """Greedy decoding and beam search on one source, advanced one token per ``step()``."""
 
-    def __init__(self, model, src: torch.Tensor, beam_size: int, alpha: float,
-                 bos_id: int, eos_id: int, top: int = 5):
+    def __init__(self, model: Transformer, src: torch.Tensor, beam_size: int, alpha: float,
+                 bos_id: int, eos_id: int, top: int = 5) -> None:
         check_int(top, "top", 1, model.config.tgt_vocab_size)
         self.model, self.eos, self.top, self.steps = model, eos_id, top, 0
         with inference(model):
@@ -116,7 +118,7 @@ class StepDecoder:
         self.steps += 1
 
 
-def plot_decoding_step(stepper: StepDecoder, tokenizer) -> plt.Figure:
+def plot_decoding_step(stepper: StepDecoder, tokenizer: Tokenizer) -> plt.Figure:
     """Greedy's candidates at the last step (left) and the beam's hypotheses (right)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
     greedy_prefix = tokenizer.decode(stepper.greedy[0, :-1].tolist())

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Tuple, Union
 
 import ipywidgets as widgets
 import torch
 
 from .. import plotting
-from ..decoding import greedy_decode, inference
+from ..data.tokenizers import Tokenizer
+from ..model import Transformer
+from ..search import greedy_decode, inference
 from ..training.checkpoint import shipped_checkpoint
 from .base import Explorer
 
@@ -18,7 +20,13 @@ KINDS = {"encoder self-attention": "encoder", "decoder self-attention": "decoder
 
 
 
-def load_for_explorer(model):
+Loaded = Tuple[Transformer, Tokenizer, Tokenizer]     # what load_model returns
+# what an explorer's ``model`` may be: None (the shipped "dates"), a shipped checkpoint's
+# name, a checkpoint path, or a loaded (model, src_tokenizer, tgt_tokenizer)
+ModelSource = Union[None, str, "os.PathLike[str]", Loaded]
+
+
+def load_for_explorer(model: ModelSource) -> Loaded:
     """(model, src_tokenizer, tgt_tokenizer) from such a tuple, a checkpoint path, the name
     of a shipped checkpoint (``"dates"``, ``"bible-en-fr"``) or None (``"dates"``)."""
     from ..training.checkpoint import SHIPPED, load_model
@@ -41,7 +49,7 @@ def load_for_explorer(model):
     return load_model(path)
 
 
-def encode_source(text: str, tokenizer, max_len: int) -> torch.Tensor:
+def encode_source(text: str, tokenizer: Tokenizer, max_len: int) -> torch.Tensor:
     """One source text as (1, S) ids; ValueError with a learner-readable reason otherwise."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("type a sentence in the text box (it is empty)")
@@ -56,12 +64,12 @@ def encode_source(text: str, tokenizer, max_len: int) -> torch.Tensor:
     return torch.tensor([ids])                                               # (1, S)
 
 
-def _label(tokenizer, i: int) -> str:
+def _label(tokenizer: Tokenizer, i: int) -> str:
     token = tokenizer.id_to_token(i)
     return "␣" if token == " " else token
 
 
-def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
+def attention(model: ModelSource = None, text: str = "Friday, 5 March 2021") -> Explorer:
     """A text box for your own input, its greedy translation, and one attention heatmap of
     the trained model, picked by kind (encoder self, decoder self, cross), layer and head.
 
@@ -71,8 +79,8 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    model, src_tok, tgt_tok = load_for_explorer(model)
-    c = model.config
+    transformer, src_tok, tgt_tok = load_for_explorer(model)
+    c = transformer.config
     dropdown = dict(style={"description_width": "initial"})
     controls = {"text": widgets.Text(value=text, description="your input",
                                      continuous_update=False, **dropdown),
@@ -87,11 +95,11 @@ def attention(model=None, text: str = "Friday, 5 March 2021") -> Explorer:
     def run(text):
         if text not in memo:
             src = encode_source(text, src_tok, c.max_len)                    # (1, S)
-            out = greedy_decode(model, src, c.max_len, tgt_tok.bos_id, tgt_tok.eos_id)
+            out = greedy_decode(transformer, src, c.max_len, tgt_tok.bos_id, tgt_tok.eos_id)
             bos = torch.full((1, 1), tgt_tok.bos_id)
             y_in = torch.cat((bos, out[:, :-1]), dim=1)                      # (1, T)
-            with inference(model):
-                _, weights = model(src, y_in, need_weights=True)
+            with inference(transformer):
+                _, weights = transformer(src, y_in, need_weights=True)
             ins = [_label(tgt_tok, i) for i in y_in[0].tolist()]
             rows = [f"{a}→{_label(tgt_tok, b)}" for a, b in zip(ins, out[0].tolist())]
             memo.clear()

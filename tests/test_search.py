@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.decoding import beam_search, gnmt_length_penalty, greedy_decode
+from transformer_lib.search import beam_search, gnmt_length_penalty, greedy_decode
 
 PAD, BOS, EOS = 0, 1, 2
 

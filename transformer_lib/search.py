@@ -1,4 +1,8 @@
-"""Turning a trained model into translations: greedy decoding and beam search.
+"""Searching for the output sequence of a trained model: greedy decoding and beam search.
+
+The module is named for what it does: a search over output sequences, of which greedy
+decoding is the narrowest (:func:`beam_search` with ``beam_size=1`` gives it exactly) and
+beam search the paper's (§6.1). The decoder stack it drives is :mod:`transformer_lib.decoder`.
 
 Both decode auto-regressively: the decoder sees BOS, predicts one token, is fed it back,
 and so on (§3: "the model is auto-regressive"). With a :class:`~transformer_lib.KVCache`
