@@ -178,6 +178,9 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     result = run_build(tmp_path, ROOT / "notebooks")
     assert result.returncode == 2 and "--out" in result.stderr
     assert (tmp_path / "keep.txt").is_file()
+    result = run_build(ROOT / "notebooks", ROOT / "notebooks")     # the course kit's routine
+    assert result.returncode == 2 and result.stderr.startswith(
+        f"site: --out: {ROOT / 'notebooks'} is inside the sources (notebooks/ of the repository)")
     folder = tmp_path / "nbs"
     folder.mkdir()
     nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "no heading"}],
