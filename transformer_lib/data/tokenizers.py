@@ -12,8 +12,9 @@ tokens and output tokens to vectors"). Two tokenizers share one interface:
 
 Special ids, identical in both (:mod:`.special_tokens`): ``PAD_ID = 0`` ``"<pad>"``,
 ``BOS_ID = 1`` ``"<s>"``, ``EOS_ID = 2`` ``"</s>"``, ``UNK_ID = 3`` ``"<unk>"``. A character
-never seen in training becomes ``UNK_ID``. ``to_dict()`` holds only JSON-safe values, so a tokenizer can live inside
-a checkpoint read with ``torch.load(weights_only=True)``; :func:`tokenizer_from_dict` rebuilds it.
+never seen in training becomes ``UNK_ID``. ``to_dict()`` holds only JSON-safe values, so a
+tokenizer can live inside a checkpoint read with ``torch.load(weights_only=True)``;
+:func:`tokenizer_from_dict` rebuilds it.
 """
 from __future__ import annotations
 
