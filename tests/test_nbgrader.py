@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import grading
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import grading  # noqa: E402
 
 NAME = "01_embedding"
 BIN = Path(sys.executable).parent

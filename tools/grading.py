@@ -1,6 +1,7 @@
 """The notebooks as an nbgrader course: solution regions, graded tests with points, hidden tests.
 
-``bash dev.sh course`` calls :func:`build`, which writes ``grading/`` beside the kit:
+``bash dev.sh course`` (``python -m tools.build_course``) calls :func:`build`, which writes
+``grading/`` into the kit:
 
 - ``source/NN_name/NN_name.ipynb``: one assignment per notebook, in nbgrader's "source" form.
   Each exercise's stub cell holds the worked solution between ``### BEGIN SOLUTION`` and
@@ -24,15 +25,13 @@ import ast
 import json
 import re
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grading_cells import (BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, FUNCTIONS,  # noqa: E402,F401
-                           RELEASE_STUB, GradingError, answer_source, checker_name,
-                           solution_definitions, test_source)
+from tools.grading_cells import (BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, FUNCTIONS,  # noqa: F401
+                                 RELEASE_STUB, GradingError, answer_source, checker_name,
+                                 solution_definitions, test_source)
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE_ID = "transformer-series"

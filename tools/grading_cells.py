@@ -15,7 +15,8 @@ import re
 import string
 from typing import Callable, Dict, List, Tuple
 
-from grading_hidden import HIDDEN
+from tools.grading_hidden import HIDDEN
+from tools.kit_base import BuildError
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -23,8 +24,9 @@ BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 RELEASE_STUB = ["# YOUR CODE HERE", "raise NotImplementedError()"]
 
 
-class GradingError(RuntimeError):
-    """The graded version cannot be built; the message names the notebook and exercise."""
+class GradingError(BuildError):
+    """The graded version cannot be built; the message names the notebook and exercise (a
+    ``BuildError``: the kit's command line prints it as one line)."""
 
 
 # --- the answer cell: the stub, with the solution between the markers --------------------

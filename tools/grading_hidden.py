@@ -224,7 +224,7 @@ assert torch.allclose(torch.as_tensor($answer(_logits, _target, 0.0, 0)), _want,
     # inference
     "check_greedy": '''\
 from transformer_lib import Transformer as _Transformer, TransformerConfig as _Config
-from transformer_lib.decoding import greedy_decode as _greedy_decode
+from $module import greedy_decode as _greedy_decode                  # the checker's reference
 torch.manual_seed(10)
 _model = _Transformer(_Config.tiny(15)).eval()
 _src = torch.randint(3, 15, (3, 6))
