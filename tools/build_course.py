@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-from tools import handouts, output_folder, quizzes, student_bundle
+from tools import grading, handouts, output_folder, quizzes, student_bundle
 # the parts of the kit, importable from here as before the split into modules
 from tools.answer_key import Exercise, answer_key, exercises, read_notes  # noqa: F401
 from tools.course_slides import (build_slides, slide_cells, slides_exporter,  # noqa: F401
@@ -64,6 +64,8 @@ Built by `bash dev.sh course` from the notebooks of the repository; rebuild it a
   `course_1_day.md`, and `answer_key.md` ({n_exercises} exercises, each solution with why it is right);
   `syllabus.md`, `misconceptions.md` (what learners wrongly believe, and where the series shows
   otherwise), `lectures_50min.md` (a 50-minute lecture per notebook) and `quizzes/` (with answers).
+- `grading/`: the notebooks as an nbgrader course (graded tests with points, hidden tests); its
+  `README.md` says how to release, autograde and export the scores.
 
 | deck | slides |
 |---|---|
@@ -117,6 +119,7 @@ def build(out: Path = DEFAULT_OUT, log=print, make_handouts: bool = False) -> Di
     counts = build_slides(nbs, out / "slides")
     log("slides/: " + ", ".join(f"{n} {c}" for n, c in counts.items()) + " slides")
     n_exercises = build_instructor(nbs, out / "instructor", log)
+    grading.build(nbs, out / "grading", log)     # the nbgrader course (tools/grading.py)
     if make_handouts:
         build_handouts(out, list(nbs), log)
     (out / "README.md").write_text(kit_readme(counts, n_exercises), encoding="utf-8")
