@@ -85,14 +85,16 @@ def test_block_correct():
     assert "post-norm" in text(fb) and "pre-norm" in text(fb)
 
 
-def test_block_library_residual_norm_passes():
+def test_block_library_residual_norm_is_refused():
     from transformer_lib import ResidualNorm
 
     def via_library(x, sublayer, norm, dropout, norm_first):
         block = ResidualNorm(x.shape[-1], 0.0, norm_first)
         block.norm, block.dropout = norm, dropout
         return block(x, sublayer)
-    assert check_sublayer_connection(via_library).passed
+    fb = check_sublayer_connection(via_library)         # right values, not the learner's own
+    assert not fb.passed and "values match" in text(fb)
+    assert "your code calls the library's `ResidualNorm`" in text(fb)
 
 
 @pytest.mark.parametrize("wrong, diagnosis", [

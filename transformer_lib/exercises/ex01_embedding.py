@@ -7,7 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..embedding import TokenEmbedding
 from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
+from .own_work import refuses
 
 #: The tiny vocabulary the checkers use (the notebook builds the same kind of table).
 VOCAB = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "the": 4, "cat": 5, "sat": 6, "on": 7,
@@ -123,6 +125,7 @@ def _check_init(fb: Feedback, module_cls) -> None:
                 "sqrt(2 d_model) times larger than the positional encoding (32x at 512)")
 
 
+@refuses(TokenEmbedding, rule="to write the module yourself, not the library's `TokenEmbedding`")
 @keeps_rng
 def check_scaled_embedding(module_cls) -> Feedback:
     """``module_cls(vocab_size, d_model, pad_id)``: nn.Embedding lookup * sqrt(d_model),

@@ -5,7 +5,9 @@ import torch
 from torch import nn
 
 from ..positional import sinusoidal_table
+from ..positional import PositionalEncoding
 from . import Feedback, built_a_module, check_tensor, run_learner_code
+from .own_work import refuses
 
 
 def _angles(max_len: int, d_model: int, exponent_step: int = 2, invert: bool = False):
@@ -44,6 +46,7 @@ def _diagnose(fb: Feedback, got: torch.Tensor, candidates: dict) -> None:
             return
 
 
+@refuses(sinusoidal_table, rule="to write the table without calling `sinusoidal_table`")
 def check_sinusoidal_table(make_table) -> Feedback:
     """``make_table(max_len, d_model)`` -> (max_len, d_model) table of §3.5 (interleaved)."""
     fb = Feedback("Exercise 1 (the sinusoidal table)")
@@ -91,6 +94,8 @@ def _check_storage(fb: Feedback, module: nn.Module, max_len: int, d_model: int) 
     return False
 
 
+@refuses(PositionalEncoding,
+         rule="to write the module yourself, not the library's `PositionalEncoding`")
 def check_positional_module(module_cls) -> Feedback:
     """``module_cls(d_model, max_len, dropout)``: adds table[:L] to (B, L, D), then dropout;
     the table is a buffer."""
@@ -134,6 +139,8 @@ def reference_rotation(k: int, d_model: int, invert: bool = False) -> torch.Tens
     return torch.block_diag(*blocks)                                         # (D, D)
 
 
+@refuses(reference_rotation,
+         rule="to build M_k yourself, not with the checker's `reference_rotation`")
 def check_rotation(make_rotation) -> Feedback:
     """``make_rotation(k, d_model)`` -> (D, D) matrix M with PE[pos + k] = M @ PE[pos]."""
     fb = Feedback("Exercise 3 (relative offsets are rotations)")

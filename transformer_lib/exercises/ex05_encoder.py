@@ -10,7 +10,10 @@ from torch import nn
 from ..config import TransformerConfig
 from ..encoder import EncoderLayer
 from ..feedforward import PositionwiseFeedForward
+from ..params import count_parameters, ffn_params, layer_norm_params, mha_params
+from ..residual import ResidualNorm
 from . import Feedback, check_count, check_tensor, first_match, keeps_rng, run_learner_code
+from .own_work import refuses
 
 Tensor = torch.Tensor
 
@@ -24,6 +27,8 @@ SWAPPED = ("d_model and d_ff are swapped: the first layer expands to the inner w
            "nn.Linear(d_model, d_ff), the second projects back, nn.Linear(d_ff, d_model)")
 
 
+@refuses(PositionwiseFeedForward,
+         rule="to write the module yourself, not the library's `PositionwiseFeedForward`")
 @keeps_rng
 def check_feed_forward(ffn_class: Callable[[int, int], nn.Module]) -> Feedback:
     """Exercise 1: ``ffn_class(d_model, d_ff)`` builds FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
@@ -136,6 +141,8 @@ def _residual_mistakes(x: Tensor, f, norm, drop, norm_first: bool) -> Tuple[Tens
     }
 
 
+@refuses(ResidualNorm,
+         rule="to write the connection yourself, not with the library's `ResidualNorm`")
 @keeps_rng
 def check_sublayer_connection(fn: Callable) -> Feedback:
     """Exercise 2: ``fn(x, sublayer, norm, dropout, norm_first)``, post-norm and pre-norm."""
@@ -199,6 +206,8 @@ ENCODER_LAYER_MISTAKES = {
 }
 
 
+@refuses(EncoderLayer, mha_params, ffn_params, layer_norm_params, count_parameters,
+         rule="to write a formula, without building the layer or calling the library's counts")
 @keeps_rng
 def check_encoder_layer_params(fn: Callable[[int, int], int]) -> Feedback:
     """Exercise 3: ``fn(d_model, d_ff)`` returns the parameter count of one encoder layer."""

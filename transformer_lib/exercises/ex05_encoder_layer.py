@@ -18,6 +18,7 @@ from ..encoder import EncoderLayer
 from ..feedforward import PositionwiseFeedForward
 from ..masks import padding_mask, to_blocked
 from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
+from .own_work import refuses
 
 Tensor = torch.Tensor
 D, H, D_FF, P, B, S = 16, 4, 32, 0.25, 2, 6
@@ -248,6 +249,8 @@ def _dropout_mistakes(ref: EncoderLayer, x: Tensor, mask: Tensor) -> dict:
     return found
 
 
+@refuses(EncoderLayer,
+         rule="to assemble the layer from its blocks, not with the library's `EncoderLayer`")
 @keeps_rng
 def check_encoder_layer(layer_class: Callable[..., nn.Module]) -> Feedback:
     """Exercise 4: ``layer_class(d_model, h, d_ff, dropout)`` builds the paper's post-norm

@@ -10,9 +10,11 @@ from typing import Callable
 import torch
 
 from ..config import TransformerConfig
-from ..masks import causal_mask
+from ..masks import causal_mask, decoder_mask
 from ..model import Transformer
+from ..params import count_parameters, formula_counts
 from . import Feedback, check_count, check_tensor, first_match, keeps_rng, run_learner_code
+from .own_work import refuses
 from .ex06_assembly import check_decoder_layer  # noqa: F401
 from .ex06_model_init import check_transformer_init  # noqa: F401
 
@@ -33,6 +35,8 @@ def _as_square(fb: Feedback, got, T: int):
     return got
 
 
+@refuses(causal_mask, decoder_mask,
+         rule="to write the mask without calling the library's `causal_mask`")
 @keeps_rng
 def check_causal_mask(fn: Callable[[int], Tensor]) -> Feedback:
     """Exercise 1: ``fn(T)`` returns the (T, T) bool causal mask, True = may attend."""
@@ -159,6 +163,8 @@ TRANSFORMER_MISTAKES = {
 }
 
 
+@refuses(formula_counts, count_parameters, Transformer,
+         rule="to write a formula, without building the model or calling the library's counts")
 @keeps_rng
 def check_transformer_params(fn: Callable[[int, int, int, int], int]) -> Feedback:
     """Exercise 3: ``fn(V, N, d_model, d_ff)`` -> parameters of the complete Transformer with a

@@ -6,9 +6,10 @@ import math
 
 import torch
 
-from ..training.loss import LabelSmoothingLoss
+from ..training.loss import LabelSmoothingLoss, smoothed_targets
 from ..training.schedule import noam_lr
 from . import Feedback, as_number, keeps_rng, run_learner_code
+from .own_work import refuses
 
 SCHEDULE_CASES = ((1, 512, 4000), (100, 512, 4000), (4000, 512, 4000), (20000, 512, 4000),
                   (50, 64, 10))
@@ -28,6 +29,7 @@ def _wrong_schedules(step: int, d_model: int, warmup: int) -> dict:
     }
 
 
+@refuses(noam_lr, rule="to write Eq. 3 yourself, not with the library's `noam_lr`")
 def check_noam_lr(fn) -> Feedback:
     """``fn(step, d_model, warmup_steps)`` -> the learning rate of §5.3, Eq. 3."""
     fb = Feedback("Exercise 1 (the warm-up schedule)")
@@ -57,6 +59,8 @@ def _loss_cases():
     return logits, target
 
 
+@refuses(LabelSmoothingLoss, smoothed_targets,
+         rule="to write the loss yourself, not with the library's `LabelSmoothingLoss`")
 def check_label_smoothing(fn) -> Feedback:
     """``fn(logits (B,T,V), target (B,T), epsilon, pad_id)`` -> scalar loss (§5.4)."""
     fb = Feedback("Exercise 2 (label-smoothed loss)")

@@ -7,9 +7,10 @@ from typing import Callable, Optional
 import torch
 
 from ..config import TransformerConfig
-from ..search import gnmt_length_penalty, greedy_decode
+from ..search import Beam, beam_search, gnmt_length_penalty, greedy_decode
 from ..model import Transformer
 from . import Feedback, as_number, keeps_rng, run_learner_code
+from .own_work import refuses
 
 Tensor = torch.Tensor
 PAD, BOS, EOS = 0, 1, 2
@@ -44,6 +45,8 @@ def _greedy_mistake(got: Tensor, expected: Tensor) -> Optional[str]:
     return None
 
 
+@refuses(greedy_decode, beam_search,
+         rule="to write the loop yourself, not with the library's `greedy_decode`")
 @keeps_rng
 def check_greedy(fn: Callable) -> Feedback:
     """``fn(model, src, max_len, bos_id, eos_id)`` -> (B, <= max_len) ids after BOS,
@@ -84,6 +87,7 @@ def _step_reference(scores: Tensor, log_probs: Tensor, k: int):
     return best, index // V, index % V
 
 
+@refuses(Beam, rule="to write the step yourself, not with the library's `Beam`")
 @keeps_rng
 def check_beam_step(fn: Callable) -> Feedback:
     """``fn(scores (B, K), log_probs (B, K, V), k)`` -> (new_scores, parent, token), each
@@ -122,6 +126,8 @@ def check_beam_step(fn: Callable) -> Feedback:
     return fb
 
 
+@refuses(gnmt_length_penalty,
+         rule="to write the score yourself, not with the library's `gnmt_length_penalty`")
 def check_gnmt_score(fn: Callable) -> Feedback:
     """``fn(log_prob, length, alpha)`` -> log_prob / lp(length), lp = ((5 + length) / 6)^alpha."""
     fb = Feedback("Exercise 3 (length-penalised score, Wu et al. 2016)")

@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 from ..training.metrics import brevity_penalty, clipped_matches, ngrams, repeats
 from . import Feedback, run_learner_code
+from .own_work import refuses
 
 Tokens = Sequence[str]
 
@@ -21,6 +22,7 @@ PRECISION_CASES = [
 ]
 
 
+@refuses(clipped_matches, rule="to count without the library's `clipped_matches`")
 def check_ngram_precision(fn: Callable) -> Feedback:
     """``fn(hyp_tokens, ref_tokens, n)`` -> (matches, total) with clipped counts."""
     fb = Feedback("Exercise 1 (BLEU's clipped n-gram precision)")
@@ -53,6 +55,7 @@ def check_ngram_precision(fn: Callable) -> Feedback:
     return fb
 
 
+@refuses(brevity_penalty, rule="to write it yourself, not with the library's `brevity_penalty`")
 def check_brevity_penalty(fn: Callable) -> Feedback:
     """``fn(hyp_len, ref_len)`` -> BLEU's brevity penalty (a float in [0, 1])."""
     fb = Feedback("Exercise 2 (BLEU's brevity penalty)")
@@ -80,6 +83,7 @@ def check_brevity_penalty(fn: Callable) -> Feedback:
     return fb
 
 
+@refuses(repeats, rule="to count them yourself, not with the library's `repeats`")
 def check_repeats(fn: Callable) -> Feedback:
     """``fn(tokens, n)`` -> how many n-grams repeat one seen earlier."""
     fb = Feedback("Exercise 3 (counting repeated n-grams)")

@@ -85,6 +85,8 @@ def identity(answer, forbidden) -> Optional[str]:
     for f in forbidden:
         if seen is f or answer is f:
             return f"is the library's `{_name(f)}` itself"
+        if isinstance(f, type) and any(seen is g for g in _functions(f)):
+            return f"is the library's `{_name(seen)}` itself"
         if isinstance(f, type) and isinstance(answer, type) and issubclass(answer, f):
             return f"subclasses the library's `{_name(f)}`"
     return None
