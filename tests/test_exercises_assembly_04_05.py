@@ -1,4 +1,4 @@
-"""The assembly exercises of notebooks 03 and 05 (a multi-head attention module, an encoder
+"""The assembly exercises of notebooks 04 and 05 (a multi-head attention module, an encoder
 layer from the library's blocks): right answers pass, every typical wrong answer fails with
 its diagnosis, and nothing the learner hands in makes a checker raise."""
 import math
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_lib import MultiHeadAttention, PositionwiseFeedForward, ResidualNorm, attention
-from transformer_lib.exercises.ex03_attention import check_multi_head_attention
+from transformer_lib.exercises.ex04_multi_head import check_multi_head_attention
 from transformer_lib.exercises.ex05_encoder import check_encoder_layer
 
 

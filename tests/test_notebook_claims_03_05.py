@@ -1,4 +1,4 @@
-"""The numbers that the prose of notebooks 03 and 05 states, computed from the library, and
+"""The numbers that the prose of notebooks 03, 04 and 05 states, computed from the library, and
 the shape of those notebooks' exercises (posed, stub, check, hidden solution).
 
 When the library changes, these fail before the prose silently goes wrong."""
@@ -115,7 +115,7 @@ def test_fully_masked_row_is_nan_with_minus_inf_and_zero_in_the_library():
     torch.testing.assert_close(w[0].sum(), torch.tensor(1.0))
 
 
-# --- notebook 03, section 7: why several heads ------------------------------------------
+# --- notebook 04, section 2: why several heads ------------------------------------------
 def test_two_heads_read_two_positions_one_head_returns_their_average():
     T, beta = 8, 100.0
     x = torch.arange(1.0, T + 1)[:, None] ** 2 / 10                         # (T, 1)
@@ -141,7 +141,7 @@ def test_table3_rows_a_single_head_is_point_nine_bleu_below_the_best():
     assert bleu[32] < max(bleu.values())                                     # too many heads
 
 
-# --- notebook 03, section 9: Table 1, measured ------------------------------------------
+# --- notebook 04, section 4: Table 1, measured ------------------------------------------
 def self_attention(Q, K, V):
     weights = (Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).softmax(dim=-1)
     return weights @ V, weights
@@ -179,7 +179,7 @@ def test_counted_flops_cover_both_products_and_cross_at_n_equal_d():
 
 
 def test_stored_flop_table_starts_equal_at_n_equal_d():
-    cell = next(c for c in cells("03_attention.ipynb") if source(c).startswith("def self_attention"))
+    cell = next(c for c in cells("04_multi_head_attention.ipynb") if "def self_attention" in source(c))
     first_row = output_text(cell).splitlines()[1].split()
     assert first_row == ["64", "1,048,576", "1,048,576", "0.02"]
     assert "exponents: attention FLOPs 2.00, recurrent FLOPs 1.00" in output_text(cell)
@@ -330,27 +330,28 @@ def test_table3_rows_c_differences_match_the_library_within_a_million():
     assert round(base_bleu - no_dropout, 1) == 1.2 and round(base_bleu - four_layers, 1) == 0.5
 
 
-# --- both notebooks: structure --------------------------------------------------------
-NAMES = ["03_attention.ipynb", "05_encoder.ipynb"]
+# --- the three notebooks: structure --------------------------------------------------------
+NAMES = ["03_attention.ipynb", "04_multi_head_attention.ipynb", "05_encoder.ipynb"]
 
 
 def test_fixed_slips_stay_fixed():
     nb03 = "".join(source(c) for c in cells("03_attention.ipynb"))
+    nb04 = "".join(source(c) for c in cells("04_multi_head_attention.ipynb"))
     solution = next(source(c) for c in cells("03_attention.ipynb")
                     if "solution" in c["metadata"].get("tags", []) and "my_attention" in source(c))
     assert 'float("-inf")' not in solution and "torch.finfo" in solution
-    assert "Table 1" in nb03 and "O(n^2 \\cdot d)" in nb03
+    assert "Table 1" in nb04 and "O(n^2 \\cdot d)" in nb04
     assert "We suspect" in nb03 and "Footnote 4 gives the reason" not in nb03
     assert "Additive scores do not have this problem" not in nb03
-    assert "$n = 2d" not in nb03 and "$n = d = 64$" in nb03 and "4n^2d" in nb03
-    assert "near 2 and near 1, pulled up" not in nb03
-    shown = [source(c) for c in cells("03_attention.ipynb")] + [source(c) for c in cells("05_encoder.ipynb")]
+    assert "$n = 2d" not in nb04 and "$n = d = 64$" in nb04 and "4n^2d" in nb04
+    assert "near 2 and near 1, pulled up" not in nb04
+    shown = [source(c) for name in NAMES for c in cells(name)]
     for constructor in ("inspect.getsource(MultiHeadAttention.__init__)",
                         "inspect.getsource(EncoderLayer)", "inspect.getsource(Transformer.__init__)"):
         assert any(constructor in text for text in shown), constructor
     nb05 = "".join(source(c) for c in cells("05_encoder.ipynb"))
     assert "notebook 02)" not in nb05 and "True = may attend, notebook 03" in nb05
-    for text in (nb03, nb05):
+    for text in (nb03, nb04, nb05):
         for aside in ("compiled", "nbval", "of_relu", "cpu_kernels"):
             assert aside not in text
 

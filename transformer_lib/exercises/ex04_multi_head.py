@@ -1,6 +1,7 @@
-"""Checker for notebook 03's exercise 4: a multi-head attention module written by the
+"""Checker for notebook 04's exercise 3: a multi-head attention module written by the
 learner (§3.2.2), compared with the library's :class:`MultiHeadAttention` and with
-``torch.nn.MultiheadAttention``, both given the same weights."""
+``torch.nn.MultiheadAttention``, both given the same weights. Exercises 1 and 2 are checked in
+:mod:`.ex04_heads` and re-exported here, so that the notebook imports one module."""
 from __future__ import annotations
 
 import math
@@ -12,6 +13,7 @@ from torch import nn
 from ..attention import MultiHeadAttention
 from ..masks import decoder_mask, padding_mask, to_blocked
 from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
+from .ex04_heads import check_split_merge, check_torch_mha  # noqa: F401
 
 Tensor = torch.Tensor
 D, H, B, T, S = 16, 4, 2, 5, 7
@@ -161,9 +163,9 @@ def _torch_output(ref: MultiHeadAttention, x: Tensor, kv: Tensor,
 
 @keeps_rng
 def check_multi_head_attention(mha_class: Callable[[int, int], nn.Module]) -> Feedback:
-    """Exercise 4: ``mha_class(d_model, h)`` builds multi-head attention with projections
+    """Exercise 3: ``mha_class(d_model, h)`` builds multi-head attention with projections
     ``w_q, w_k, w_v, w_o``; ``module(query, key, value, mask=None)`` returns (B, T, D)."""
-    fb = Feedback("Exercise 4 (multi-head attention, §3.2.2)")
+    fb = Feedback("Exercise 3 (multi-head attention, §3.2.2)")
     module = run_learner_code(fb, mha_class, D, H)
     if module is None or not built_a_module(fb, module):
         return fb
