@@ -8,13 +8,12 @@ the outputs of the exercise cells are cleared; everything else is kept as it is.
 from __future__ import annotations
 
 import ast
-import copy
 import re
 import shutil
 from pathlib import Path
 from typing import List, Set, Tuple
 
-from tools import mark_slides, quizzes, student_bundle
+from tools import mark_slides, quizzes, student_bundle, student_copy
 from tools.kit_base import ROOT, BuildError, is_solution, source
 
 STUB = "raise NotImplementedError"
@@ -102,7 +101,7 @@ def _student_code_cell(cell: dict, in_exercises: bool, where: str) -> None:
 
 def student_notebook(nb: dict, name: str) -> dict:
     """The student copy: solutions removed, exercise outputs cleared, the rest unchanged."""
-    nb = copy.deepcopy(nb)
+    nb = student_copy.hide_shown(nb, name, BuildError)   # cells tagged student-hide blanked
     start = exercises_start(nb)
     cells: List[dict] = []
     stubs: Set[str] = set()
