@@ -18,21 +18,19 @@ The student copy of a tagged code cell keeps a comment naming the exercise and t
   only printed the library's source becomes the comment alone.
 
 Its outputs are cleared (they held the source or the hidden code's results). A tagged
-markdown cell becomes the note in italics. ``tools/build_course.py`` calls :func:`hide_shown`
+markdown cell becomes the note in italics. ``tools/course_student.py`` calls :func:`hide_shown`
 before it removes the solutions.
 """
 from __future__ import annotations
 
 import copy
 import re
-import textwrap
 from typing import Optional, Type
 
 TAG = "student-hide"
 KEY = "student_hide"
 GETSOURCE = re.compile(r"^\s*print\(\s*inspect\.getsource\(.*\)\s*\)\s*$")
-NOTE = ("The notebook's own version of this cell is hidden in your copy: "
-        "writing it is {where}.")
+NOTE = "Hidden in your copy: this cell showed the answer to {where}."
 
 
 def source(cell: dict) -> str:
@@ -90,8 +88,8 @@ def student_cell(cell: dict, where: str) -> dict:
     if "code" not in meta and code == source(cell).strip("\n"):
         raise ValueError(f"{where}: tagged {TAG!r} but it prints no inspect.getsource(...) "
                          f"and {KEY} gives no 'code' to show instead: nothing would be hidden")
-    comment = ["# " + line for line in textwrap.wrap(note(meta), 88)]
-    cell["source"] = "\n".join(comment + ([code.strip("\n")] if code.strip() else []))
+    lines = ["# " + note(meta)] + ([code.strip("\n")] if code.strip() else [])
+    cell["source"] = "\n".join(lines)
     cell["outputs"], cell["execution_count"] = [], None
     cell["metadata"].pop("execution", None)
     return cell
