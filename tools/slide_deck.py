@@ -1,4 +1,4 @@
-"""A notebook made ready to be a reveal.js deck (used by tools/build_course.py's slides).
+"""A notebook made ready to be a reveal.js deck (used by the kit's slides, tools/course_slides.py).
 
 The notebooks carry the slide marks of ``tools/mark_slides.py``; a deck also needs what a
 cell's metadata cannot say, so the build changes its own copy of the notebook (never the
