@@ -230,13 +230,13 @@ def test_every_section_exercise_and_notebook_named_exists(name, text, default):
 
 
 def test_reference_check_catches_what_does_not_exist():
-    text = ("## 03 · Attention\nsee section 12 and section 13\n"
+    text = ("## 03 · Attention\nsee section 6 and section 7\n"
             "## Elsewhere\nas in section 2\nnotebook 02, sections 9–11; notebook 12\n"
             "exercise 9 of notebook 01\n- notebook 06: exercise 6 the model\n\nas notebook 05,\n"
             "section 12 shows\n")
     problems = reference_problems(text, None, "t.md")
     assert problems == [
-        "t.md:2: notebook 03 (03_attention) has no section 13",
+        "t.md:2: notebook 03 (03_attention) has no section 7",
         "t.md:4: 'section 2' names no notebook",
         "t.md:5: notebook 02 (02_positional_encoding) has no section 11",
         "t.md:5: notebook 12 does not exist",
