@@ -84,6 +84,9 @@ FOOTER = ('<div style="font-size:8px;width:100%;margin:0 14mm;color:#57606a;'
           '<span class="title"></span><span><span class="pageNumber"></span> / '
           '<span class="totalPages"></span></span></div>')
 MARGIN = {"top": "14mm", "bottom": "16mm", "left": "14mm", "right": "14mm"}
+# the site's 16 px text printed at about 10 pt, so that a 100-character line of code (the
+# project's line length) fits the A4 column unwrapped
+SCALE = 0.85
 
 
 class HandoutError(RuntimeError):
@@ -157,7 +160,7 @@ def print_page(context, html: Path, pdf: Path) -> None:
         page.wait_for_function("document.documentElement.getAttribute('data-math') "
                                "=== 'typeset'", timeout=TIMEOUT_MS)
         page.add_style_tag(content=NOTEBOOK_CSS)
-        page.pdf(path=str(pdf), format="A4", print_background=True, margin=MARGIN,
+        page.pdf(path=str(pdf), format="A4", print_background=True, margin=MARGIN, scale=SCALE,
                  display_header_footer=True, header_template="<span></span>",
                  footer_template=FOOTER)
     finally:
