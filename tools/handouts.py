@@ -180,6 +180,19 @@ def site_pages(notebooks: Sequence[Path], folder: Path) -> List[Path]:
     return [folder / "site" / f"{path.stem}.html" for path in notebooks]
 
 
+def print_one(context, source: Path, pdf: Path, kind: str, log: Callable[[str], None]) -> Handout:
+    """Print a deck (``kind`` "slides") or a site page ("notebook") into ``pdf``."""
+    from playwright.sync_api import Error as PlaywrightError
+    start = time.perf_counter()
+    try:
+        count = print_deck(context, source, pdf, log) if kind == "slides" else \
+            print_page(context, source, pdf)
+    except PlaywrightError as err:
+        raise HandoutError(f"{source.name}: printing failed: "
+                           f"{str(err).splitlines()[0]}") from None
+    return Handout(source, pdf, kind, count, time.perf_counter() - start)
+
+
 def write_handouts(out: Path, decks: Sequence[Path] = (), notebooks: Sequence[Path] = (),
                    log: Callable[[str], None] = print) -> List[Handout]:
     """Write ``out/NN_name.slides.pdf`` for each deck and ``out/NN_name.pdf`` for each notebook.
@@ -192,7 +205,7 @@ def write_handouts(out: Path, decks: Sequence[Path] = (), notebooks: Sequence[Pa
     if missing:
         raise HandoutError(f"no such deck or notebook: {', '.join(missing)}")
     executable = chromium()
-    from playwright.sync_api import Error as PlaywrightError
+    began = time.perf_counter()
     from playwright.sync_api import sync_playwright
     out.mkdir(parents=True, exist_ok=True)
     written: List[Handout] = []
@@ -204,19 +217,10 @@ def write_handouts(out: Path, decks: Sequence[Path] = (), notebooks: Sequence[Pa
             local_only(context)
             jobs = [(d, out / f"{d.name.removesuffix('.html')}.pdf", "slides") for d in decks]
             jobs += [(p, out / f"{p.stem}.pdf", "notebook") for p in pages]
-            for source, pdf, kind in jobs:
-                start = time.perf_counter()
-                try:
-                    count = print_deck(context, source, pdf, log) if kind == "slides" else \
-                        print_page(context, source, pdf)
-                except PlaywrightError as err:
-                    raise HandoutError(f"{source.name}: printing failed: "
-                                       f"{str(err).splitlines()[0]}") from None
-                written.append(Handout(source, pdf, kind, count,
-                                       time.perf_counter() - start))
+            written = [print_one(context, *job, log=log) for job in jobs]
         finally:
             browser.close()
     log(f"handouts/: {len(decks)} decks, {len(notebooks)} notebooks, "
         f"{sum(h.size_kb for h in written) / 1024:.1f} MB in "
-        f"{sum(h.seconds for h in written):.0f} s")
+        f"{time.perf_counter() - began:.0f} s")
     return written
