@@ -62,13 +62,23 @@ def test_shipped_model_reaches_the_target_and_its_figures_agree(scores):
 
 
 def test_greedy_bleu_recomputed_from_the_checkpoint(scores):
+    """The shipped weights give, on the first 200 test verses, the greedy BLEU and chrF that
+    section 6 prints (to the printed digit), and twice the copy baseline's BLEU."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    model, src_tok, tgt_tok = load_model(shipped_checkpoint("bible-en-fr"))
-    test = split_by_chapter(aligned_verses("web", 40)[0])["test"][:300]
-    out = translate(model, src_tok, tgt_tok, [v.en for v in test], max_len=100)
-    bleu = sacrebleu.corpus_bleu(out, [[v.fr for v in test]]).score
-    assert bleu > 2 * sacrebleu.corpus_bleu([v.en for v in test], [[v.fr for v in test]]).score
-    assert abs(bleu - scores["greedy"]["bleu"]) < 6          # 300 of the 1008 verses
+    try:
+        model, src_tok, tgt_tok = load_model(shipped_checkpoint("bible-en-fr"))
+        test = split_by_chapter(aligned_verses("web", 40)[0])["test"][:200]
+        out = translate(model, src_tok, tgt_tok, [v.en for v in test], max_len=100)
+    finally:
+        torch.set_num_threads(threads)
+    refs = [[v.fr for v in test]]
+    bleu, chrf = sacrebleu.corpus_bleu(out, refs).score, sacrebleu.corpus_chrf(out, refs).score
+    printed = re.search(r"^greedy\s+BLEU\s+([\d.]+)\s+chrF\s+([\d.]+)",
+                        output_text(cell_with("runs = {")), re.M)
+    assert printed and (f"{bleu:.1f}", f"{chrf:.1f}") == printed.groups(), (bleu, chrf)
+    assert bleu > 2 * sacrebleu.corpus_bleu([v.en for v in test], refs).score
+    assert abs(bleu - scores["greedy"]["bleu"]) < 6          # 200 of the 1008 verses
 
 
 def test_beam_changes_outputs_mostly_for_the_better_as_the_prose_says():
@@ -102,3 +112,13 @@ def test_live_training_is_short_and_its_output_one_line_per_evaluation():
     stages = re.search(r"for stop in \(([^)]*)\)", source(cell)).group(1)
     assert len(evaluations) == len(stages.split(","))
     assert "nbval-ignore-output" in cell["metadata"].get("tags", [])
+
+
+def test_the_live_run_s_batches_and_validation_are_the_ones_the_prose_states():
+    settings = " ".join(source(cell_with("TrainSettings(")).split())
+    value = {name: int(re.search(rf"{name}=(\d+)", settings).group(1))
+             for name in ("max_tokens", "eval_limit", "decode_max_len")}
+    text = " ".join(prose().split())
+    assert f"batches of about {value['max_tokens']:,} tokens" in text
+    assert (f"validation decodes {value['eval_limit']} verses, at most "
+            f"{value['decode_max_len']} tokens each") in text
