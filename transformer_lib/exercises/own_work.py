@@ -37,8 +37,9 @@ _INSTALLED = tuple(sorted({os.path.realpath(p) for key in ("stdlib", "platstdlib
 @functools.lru_cache(maxsize=4096)
 def _kind(filename: str) -> str:
     """'checker' (this folder), 'library' (the package or an installed library) or 'learner'."""
-    if filename.startswith("<") and not filename.startswith("<ipython-input"):
-        return "library"                                   # <frozen ...>, <string> of a library
+    if filename.startswith("<") and not filename.startswith(("<ipython-input", "<stdin>",
+                                                              "<console>")):
+        return "library"                   # <frozen ...>, a dataclass's generated <string>
     path = os.path.realpath(filename)
     if path.startswith(_EXERCISES + os.sep):
         return "checker"
