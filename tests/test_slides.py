@@ -19,7 +19,8 @@ NOTEBOOKS = [p.stem for p in build_course.course_notebooks()]
 SHOWN = ("slide", "subslide", "-", "fragment")
 MIN_FONT_PX = 18
 # a few screens to look at (0-based): titles, a table a lead-in introduces, heatmaps
-SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 7, 8, 23), "05_encoder": (3, 12),
+SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 7, 8), "04_multi_head_attention": (0, 9),
+               "05_encoder": (3, 12),
                "08_inference": (16, 18, 20), "09_translation": (12,)}
 
 
