@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from .checks import check_bool, check_choice, check_float, check_int
 
@@ -75,28 +75,28 @@ class TransformerConfig:
         """Per-head size of queries, keys and values (d_k = d_v = d_model / h)."""
         return self.d_model // self.h
 
-    def replace(self, **changes) -> "TransformerConfig":
+    def replace(self, **changes: Any) -> "TransformerConfig":
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
     # Presets --------------------------------------------------------------------------
     @classmethod
     def base(cls, src_vocab_size: int = 37000, tgt_vocab_size: Optional[int] = None,
-             **overrides) -> "TransformerConfig":
+             **overrides: Any) -> "TransformerConfig":
         """Table 3, "base": N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1 (65M parameters)."""
         fields = dict(N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1)
         return cls._make(src_vocab_size, tgt_vocab_size, fields, overrides)
 
     @classmethod
     def big(cls, src_vocab_size: int = 37000, tgt_vocab_size: Optional[int] = None,
-            **overrides) -> "TransformerConfig":
+            **overrides: Any) -> "TransformerConfig":
         """Table 3, "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3 (213M parameters)."""
         fields = dict(N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3)
         return cls._make(src_vocab_size, tgt_vocab_size, fields, overrides)
 
     @classmethod
     def tiny(cls, src_vocab_size: int = 64, tgt_vocab_size: Optional[int] = None,
-             **overrides) -> "TransformerConfig":
+             **overrides: Any) -> "TransformerConfig":
         """A model small enough for tests and notebooks: N=2, d_model=32, d_ff=64, h=4."""
         fields = dict(N=2, d_model=32, d_ff=64, h=4, P_drop=0.1, max_len=128)
         return cls._make(src_vocab_size, tgt_vocab_size, fields, overrides)

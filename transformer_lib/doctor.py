@@ -20,7 +20,7 @@ import importlib.util
 import os
 import sys
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 PYTHON_MIN = (3, 10)
 TORCH_RANGE = ((2, 4), (2, 14))          # pyproject.toml: torch>=2.4,<2.14
@@ -50,7 +50,7 @@ def _major_minor(version: str) -> tuple:
     return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in parts[:2])
 
 
-def check_python(version_info=sys.version_info) -> Item:
+def check_python(version_info: Tuple[Any, ...] = sys.version_info) -> Item:
     found = ".".join(str(v) for v in version_info[:3])
     if tuple(version_info[:2]) < PYTHON_MIN:
         return Item("Python", False, f"{found}: too old, 3.10 or newer is needed",

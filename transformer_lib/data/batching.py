@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -40,7 +40,7 @@ class Batch:
     n_tokens: int
     indices: List[int] = field(default_factory=list)
 
-    def to(self, device) -> "Batch":
+    def to(self, device: Union[str, torch.device]) -> "Batch":
         """A copy with the tensors on ``device``."""
         return replace(self, src=self.src.to(device), tgt_in=self.tgt_in.to(device),
                        tgt_out=self.tgt_out.to(device))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 import io
 import warnings
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Sequence, Tuple
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
@@ -20,7 +20,8 @@ class Explorer:
     """
 
     def __init__(self, name: str, controls: Dict[str, widgets.Widget],
-                 draw: Callable[..., Tuple[plt.Figure, str]], extra=()):
+                 draw: Callable[..., Tuple[plt.Figure, str]],
+                 extra: Sequence[widgets.Widget] = ()) -> None:
         self.name, self.controls, self._draw = name, controls, draw
         self.message = widgets.HTML()
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
@@ -72,7 +73,8 @@ def figure_png(fig: plt.Figure) -> bytes:
     return buffer.getvalue()
 
 
-def slider(value, low, high, description, step=1):
+def slider(value: int, low: int, high: int, description: str, step: int = 1
+           ) -> widgets.IntSlider:
     return widgets.IntSlider(value=value, min=low, max=high, step=step, description=description,
                              continuous_update=False, style={"description_width": "initial"})
 

@@ -11,6 +11,7 @@ import functools
 import platform
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -71,7 +72,7 @@ def timed_ratio(n: int = 512) -> float:
     return times[1] / max(times[0], 1e-9)
 
 
-def decide(flags: set, capability: str, ratio=None) -> Bf16Support:
+def decide(flags: set, capability: str, ratio: Optional[float] = None) -> Bf16Support:
     """The decision from the CPU's flags, else from a timing (``ratio``, measured if None):
     native when bf16 is at most three times as slow as fp32 (emulated bf16 is 10-100x)."""
     found = sorted(set(X86_FLAGS + ARM_FLAGS) & flags)
