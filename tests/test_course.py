@@ -18,7 +18,7 @@ import pytest
 from nbclient import NotebookClient
 
 from browser import RequestLog, open_browser, screenshot_path
-from tools import build_course, mark_slides
+from tools import build_course, mark_slides, student_copy
 from tools.output_folder import OutputFolderError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,12 @@ FEWEST_SLIDES, MOST_SLIDES = 15, 45
 
 def original(name: str) -> dict:
     return json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+
+
+def shown(name: str) -> dict:
+    """The notebook with the cells that answer an exercise below blanked, as the student copy
+    has them (tools/student_copy.py; tests/test_student_copies.py checks the blanking)."""
+    return student_copy.hide_shown(original(name), name)
 
 
 def student(kit: Path, name: str) -> dict:
@@ -126,7 +132,7 @@ def test_student_notebook_holds_no_solution(kit, name):
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_student_notebook_keeps_everything_else(kit, name):
-    nb, copy_ = original(name), student(kit[0], name)
+    nb, copy_ = shown(name), student(kit[0], name)
     kept = [c for c in nb["cells"] if not build_course.is_solution(c)]
     assert len(copy_["cells"]) == len(kept)
     start = build_course.exercises_start(nb)
@@ -190,7 +196,7 @@ def test_student_notebook_runs_and_checks_say_not_yet(kit, name):
     cells = copy_["cells"]
     start = build_course.exercises_start(copy_)
     if name in LONG:
-        kept = [c for c in original(name)["cells"] if not build_course.is_solution(c)]
+        kept = [c for c in shown(name)["cells"] if not build_course.is_solution(c)]
         assert [src(c) for c in cells if c["cell_type"] == "code"] == \
             [src(c) for c in kept if c["cell_type"] == "code"], \
             f"{name}: the student copy's code cells differ from the original's"

@@ -33,7 +33,8 @@ from typing import Dict, Optional, Sequence
 
 from tools import grading, handouts, output_folder, quizzes, student_bundle
 # the parts of the kit, importable from here as before the split into modules
-from tools.answer_key import Exercise, answer_key, exercises, read_notes  # noqa: F401
+from tools.answer_key import (Exercise, answer_key, exercises, read_notes,  # noqa: F401
+                              solution_code)
 from tools.course_slides import (build_slides, slide_cells, slides_exporter,  # noqa: F401
                                  strip_css_comments)
 from tools.course_student import (build_student, defined_names,  # noqa: F401
