@@ -16,7 +16,10 @@ The modules import each other as ``tools.x``; the tests find the package through
 - ``course_slides``: the reveal.js decks (nbconvert, the ``course_reveal`` template)
 - ``mark_slides``, ``slide_screen``, ``slide_deck``, ``slide_pieces``: the slide marks, the
   screen budget, a notebook made ready to be a deck, code cells cut for the slides
+- ``student_copy``: in the student copies, cells that answer an exercise below blanked
 - ``quizzes``, ``student_bundle``, ``student_setup``: the quizzes, the students' bundle and
   its ``start.py``
+- ``handouts``: the PDF handouts of the decks and the student notebooks
+- ``grading``, ``grading_cells``, ``grading_hidden``: the notebooks as an nbgrader course
 - ``site``: the offline web site of the series (``site/build.py``)
 """
