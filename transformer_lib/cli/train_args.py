@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..training.job import PRESETS, SEED_MAX
 from .args import float_in, folder, int_in, non_negative_int, positive_float, positive_int
@@ -14,7 +15,27 @@ def train_parser(description: str) -> argparse.ArgumentParser:
     """The options of ``python -m transformer_lib.train``, in three groups."""
     p = argparse.ArgumentParser(prog="python -m transformer_lib.train", description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    data = p.add_argument_group("data")
+    add_data_flags(p.add_argument_group("data"))
+    add_model_flags(p.add_argument_group("model (ignored with --resume: the checkpoint's is used)"))
+    train = p.add_argument_group("training")
+    add_schedule_flags(train)
+    add_run_flags(train)
+    add_speed_flags(train)
+    train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    train.add_argument("--seed", type=int_in(0, SEED_MAX), default=0)
+    train.add_argument("--threads", type=positive_int, help="torch.set_num_threads")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+class Group(Protocol):
+    """An argument group of the parser (what ``add_argument_group`` returns)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
+
+
+def add_data_flags(data: Group) -> None:
+    """What to train on: a built-in task or corpus, or files of one's own."""
     data.add_argument("--task", choices=["dates"], help="a built-in task")
     data.add_argument("--corpus", choices=["bible-en-fr"],
                       help="a built-in corpus of real sentences: English->French Bible verses "
@@ -30,7 +51,10 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                       help="validation pairs of the date task")
     data.add_argument("--n-test", type=positive_int, default=1000,
                       help="test pairs of the date task")
-    model = p.add_argument_group("model (ignored with --resume: the checkpoint's is used)")
+
+
+def add_model_flags(model: Group) -> None:
+    """The model's sizes (Table 3's names), on top of ``--preset``."""
     model.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     model.add_argument("--d-model", type=positive_int)
     model.add_argument("--layers", type=positive_int, help="N, in encoder and decoder")
@@ -39,7 +63,10 @@ def train_parser(description: str) -> argparse.ArgumentParser:
     model.add_argument("--dropout", type=float_in(0.0, 1.0, max_open=True), help="P_drop")
     model.add_argument("--max-len", type=int_in(2, MAX_LEN),
                        help=f"longest sequence (positions), 2 to {MAX_LEN}")
-    train = p.add_argument_group("training")
+
+
+def add_schedule_flags(train: Group) -> None:
+    """Steps, batches, the learning rate, validation and checkpoint averaging (§5, §6.1)."""
     train.add_argument("--steps", type=positive_int, default=2000, help="total steps")
     train.add_argument("--max-tokens", type=positive_int, default=2000,
                        help="tokens per batch (per process)")
@@ -61,6 +88,10 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                        help="stop cleanly after this many minutes of training (validation "
                             "included), with a checkpoint and the test set scored, as a lab "
                             "session needs; --resume continues it")
+
+
+def add_run_flags(train: Group) -> None:
+    """Where the checkpoint goes, and resuming an earlier run."""
     train.add_argument("--out", type=folder, required=True, help="output folder")
     train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
     train.add_argument("--resume", action="store_true",
@@ -71,6 +102,10 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                        help="with --resume: accept other training or data flags than the "
                             "checkpoint's (the run then differs from an uninterrupted one)")
     train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
+
+
+def add_speed_flags(train: Group) -> None:
+    """bf16, the compiled CPU kernels, torch.compile and the allocator."""
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
     train.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction,
                        help="CPU dropout masks, the feed-forward layer and attention through "
@@ -90,8 +125,3 @@ def train_parser(description: str) -> argparse.ArgumentParser:
                        help="Linux with glibc: malloc keeps what a step frees for the next step "
                             "instead of handing it back to the OS (fewer page faults; default). "
                             "Results are the same either way")
-    train.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    train.add_argument("--seed", type=int_in(0, SEED_MAX), default=0)
-    train.add_argument("--threads", type=positive_int, help="torch.set_num_threads")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p
