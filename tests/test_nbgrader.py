@@ -45,7 +45,7 @@ def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
     configuration read)."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "JUPYTER_CONFIG_DIR": str(course / ".jupyter"), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([str(BIN / "nbgrader"), *args], cwd=course, env=env,
+    done = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stderr[-3000:]}"
     return done
@@ -110,6 +110,9 @@ def test_source_version_marks_solutions_tests_and_points(course):
     assert all(grading.BEGIN_HIDDEN in text(c) for c in tests)
     assert "assert feedback.passed, str(feedback)" in text(tests[0])
     assert not any(grading.is_solution(c) for c in nb["cells"])     # worked solutions left out
+    # the lesson's own ScaledEmbedding would answer Exercise 3: blanked as in the student copy
+    assert not any("class ScaledEmbedding" in text(c) or "getsource(TokenEmbedding)" in text(c)
+                   for c in nb["cells"])
     assert (folder / "source" / NAME / "images" / "transformer_architecture.svg").is_file()
     assert "c.Execute.timeout = 900" in (folder / "nbgrader_config.py").read_text()
 

@@ -9,7 +9,9 @@
   its check cell becomes an autograded test cell worth points, which asserts the project's
   checker (a "not yet" fails the test with the checker's message) and then runs the hidden tests
   of ``tools/grading_hidden.py`` between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``
-  (both cells are made by ``tools/grading_cells.py``). The worked solution cells are left out.
+  (both cells are made by ``tools/grading_cells.py``). The worked solution cells are left out,
+  and the cells that show an exercise's answer above it are blanked as in the student copies
+  (``tools/student_copy.py``).
 - ``nbgrader_config.py`` (course id, a cell time-out long enough for the training notebook, the
   shipped checkpoints), ``checkpoints/`` when a notebook loads them, and ``README.md`` for
   instructors: the commands, and the points of every exercise.
@@ -32,6 +34,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from tools.grading_cells import (BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, FUNCTIONS,  # noqa: F401
                                  RELEASE_STUB, GradingError, answer_source, checker_name,
                                  solution_definitions, test_source)
+from tools.student_copy import hide_shown
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE_ID = "transformer-series"
@@ -161,7 +164,7 @@ def exercise_cells(cells: List[dict], ex: Exercise, name: str) -> Tuple[dict, di
 
 def source_notebook(nb: dict, name: str) -> Tuple[dict, List[Graded]]:
     """nbgrader's source version of one notebook, and its graded exercises (none: no exercise)."""
-    nb = json.loads(json.dumps(nb))
+    nb = hide_shown(nb, name, GradingError)      # no answer shown above its question
     cells = nb["cells"]
     found = find_exercises(cells)
     replaced: Dict[int, dict] = {}
