@@ -157,9 +157,9 @@ def test_no_examples_give_no_batches():
 
 # dates --------------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(n_train=-1), ValueError, r"^n_train must be >= 0, got -1$"),
-    (dict(n_test=True), TypeError, r"^n_test must be an int, got bool$"),
-    (dict(seed=1.5), TypeError, r"^seed must be an int, got float$"),
+    (dict(n_train=-1), ValueError, r"^n_train must be at least 0, got -1$"),
+    (dict(n_test=True), TypeError, r"^n_test must be an integer, got True \(bool\)$"),
+    (dict(seed=1.5), TypeError, r"^seed must be an integer, got 1.5 \(float\)$"),
     (dict(formats=["nope"]), ValueError, r"got unknown \['nope'\]"),
     (dict(n_valid=40000), ValueError, r"leaves no day for training"),
 ])

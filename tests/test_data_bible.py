@@ -68,11 +68,13 @@ def test_split_keeps_chapters_whole_and_is_deterministic():
     assert splits != bible.split_by_chapter(verses, n_valid=50, n_test=50, seed=1)
 
 
-@pytest.mark.parametrize("kwargs,name", [(dict(english="kjv"), "english"),
-                                         (dict(max_words=0), "max_words"),
-                                         (dict(max_words=True), "max_words")])
-def test_bad_arguments_are_named(kwargs, name):
-    with pytest.raises(ValueError, match=name):
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(english="kjv"), ValueError, r"^english must be one of \['bbe', 'web'\], got 'kjv'$"),
+    (dict(max_words=0), ValueError, r"^max_words must be at least 1, got 0$"),
+    (dict(max_words=True), TypeError, r"^max_words must be an integer, got True \(bool\)$"),
+    (dict(max_words=40.0), TypeError, r"^max_words must be an integer, got 40.0 \(float\)$")])
+def test_bad_arguments_are_named(kwargs, error, match):
+    with pytest.raises(error, match=match):
         bible.aligned_verses(**kwargs)
 
 

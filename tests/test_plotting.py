@@ -65,8 +65,10 @@ def test_positional_similarity_is_the_dot_product():
     x, y = fig.axes[0].get_lines()[0].get_data()
     assert list(x) == list(range(-10, 30))
     torch.testing.assert_close(torch.as_tensor(y), table @ table[10])
-    with pytest.raises(ValueError, match="position must be an int in \\[0, 40\\)"):
+    with pytest.raises(ValueError, match=r"^position must be at most 39, got 40$"):
         plotting.positional_similarity(table, 40)
+    with pytest.raises(TypeError, match=r"^position must be an integer, got True \(bool\)$"):
+        plotting.positional_similarity(table, True)
 
 
 def test_attention_heads_one_layer():
@@ -147,5 +149,7 @@ def test_attention_heads_per_row_scale_wrapped_panels_and_axis_titles():
     assert fig.axes[-1].get_ylabel() == "weight / its row's maximum"         # the colour bar
     width_default = plotting.attention_heads(w, TOKENS[:3], TOKENS).get_size_inches()[0]
     assert fig.get_size_inches()[0] < width_default                          # 2 columns, not 4
-    with pytest.raises(ValueError, match="columns must be a positive int"):
+    with pytest.raises(ValueError, match=r"^columns must be at least 1, got 0$"):
         plotting.attention_heads(w, TOKENS[:3], TOKENS, columns=0)
+    with pytest.raises(TypeError, match=r"^columns must be an integer, got 2.0 \(float\)$"):
+        plotting.attention_heads(w, TOKENS[:3], TOKENS, columns=2.0)

