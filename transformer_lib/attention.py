@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks import (check_attention_inputs, check_bool, check_float, check_int, check_mask,
-                     check_sequence, reads_values)
-from .masks import causal_mask, combine
+                     check_sequence, checked_inputs, inputs_checked, reads_values)
+from .masks import causal_mask
 
 Tensor = torch.Tensor
 
@@ -139,19 +139,23 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, memory: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                 need_weights: bool = False, cache: Optional[dict] = None,
                 is_causal: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
-        self.check_inputs(x, memory)
+        checked = inputs_checked()               # by the stack that called this layer
+        if not checked:
+            self.check_inputs(x, memory)
         B, T, D = x.shape
         q, k, v = self._project(x, memory, cache)
-        check_mask(mask, "mask", (B, self.h, T, k.shape[2]))
+        if not checked:
+            check_mask(mask, "mask", (B, self.h, T, k.shape[2]))
         p = self.dropout if self.training else 0.0
         explicit = need_weights or not self.fused
         if is_causal and (mask is not None or explicit or T != k.shape[2]):
-            mask = combine(mask, causal_mask(T, x.device, past=k.shape[2] - T))
-            is_causal = False
-        if explicit:
-            out, weights = attention(q, k, v, mask, p)                       # (B, H, T, d_k)
-        else:
-            out, weights = self.fused_attention(q, k, v, mask, p, is_causal), None
+            causal = causal_mask(T, x.device, past=k.shape[2] - T)           # (1, 1, T, S)
+            mask, is_causal = causal if mask is None else mask & causal, False
+        with checked_inputs():                   # q, k, v and the mask: made or checked here
+            if explicit:
+                out, weights = attention(q, k, v, mask, p)                   # (B, H, T, d_k)
+            else:
+                out, weights = self.fused_attention(q, k, v, mask, p, is_causal), None
         out = out.transpose(1, 2).reshape(B, T, D)                           # (B, T, D)
         return self.out_proj(out), (weights if need_weights else None)
 

@@ -1,10 +1,47 @@
-"""Argument checks shared by the modules: clear errors that name the argument."""
+"""Argument checks shared by the modules: clear errors that name the argument.
+
+Each argument is checked once on its way through the model: a stack (``Transformer``,
+``Decoder``) checks what it was given, then runs its layers inside :func:`checked_inputs`,
+where the layers take the sequences and masks passed down as checked
+(:func:`inputs_checked`). A layer called on its own checks its inputs itself.
+"""
 from __future__ import annotations
 
 import math
-from typing import Any, Collection, Optional, Sequence
+import threading
+from contextlib import contextmanager
+from typing import Any, Collection, Iterator, Optional, Sequence
 
 import torch
+
+
+class _CheckedDepth(threading.local):
+    depth = 0                      # > 0 inside checked_inputs() (per thread)
+
+
+_CHECKED = _CheckedDepth()
+
+
+@contextmanager
+def checked_inputs() -> Iterator[None]:
+    """A block in which the layers take their tensor inputs as checked: the caller checked
+    the arguments it passes down (shapes, dtypes, masks) and builds the rest itself.
+
+    Under ``torch.compile`` it does nothing (the checks are traced once, not run per call).
+    """
+    if torch.compiler.is_compiling():
+        yield
+        return
+    _CHECKED.depth += 1
+    try:
+        yield
+    finally:
+        _CHECKED.depth -= 1
+
+
+def inputs_checked() -> bool:
+    """Whether the caller checked the inputs already (inside :func:`checked_inputs`)."""
+    return not torch.compiler.is_compiling() and _CHECKED.depth > 0
 
 
 def check_int(value: Any, name: str, minimum: Optional[int] = None,
@@ -149,7 +186,10 @@ def check_attention_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                            mask: Optional[torch.Tensor]) -> None:
     """Raise unless q (..., T_q, d_k), k (..., T_k, d_k), v (..., T_k, d_v) are floating-point
     tensors of one dtype that fit together and ``mask`` is None or bool, broadcastable to
-    (..., T_q, T_k)."""
+    (..., T_q, T_k). Nothing is checked inside :func:`checked_inputs`: there the caller
+    (``MultiHeadAttention``) made q, k and v from inputs it checked."""
+    if inputs_checked():
+        return
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() < 2:
             got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .checks import check_int
+from .checks import check_int, check_mask, check_sequence, checked_inputs, inputs_checked
 from .config import TransformerConfig
 from .feedforward import PositionwiseFeedForward
 from .residual import ResidualNorm
@@ -94,19 +94,36 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.N))
         self.norm = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
                      if config.norm_first else nn.Identity())
+        self.d_model, self.h = config.d_model, config.h             # for the input checks
 
     def forward(self, x: Tensor, memory: Tensor, tgt_mask: Optional[Tensor] = None,
                 memory_mask: Optional[Tensor] = None, need_weights: bool = False,
                 cache: Optional[KVCache] = None, is_causal: bool = False
                 ) -> Tuple[Tensor, List[Dict[str, Optional[Tensor]]]]:
+        if not inputs_checked():                 # by the Transformer that called this stack
+            self.check_inputs(x, memory, tgt_mask, memory_mask, cache)
+        weights = []
+        with checked_inputs():                   # the layers do not check them again
+            for i, layer in enumerate(self.layers):
+                layer_cache = None if cache is None else cache.layers[i]
+                x, w = layer(x, memory, tgt_mask, memory_mask, need_weights, layer_cache,
+                             is_causal)
+                weights.append(w)
+        return self.norm(x), weights
+
+    def check_inputs(self, x: Tensor, memory: Tensor, tgt_mask: Optional[Tensor],
+                     memory_mask: Optional[Tensor], cache: Optional[KVCache]) -> None:
+        """Raise unless x (B, T, D) and memory (B, S, D) are floating-point, the masks
+        None or bool, broadcastable to (B, H, T, past + T) and (B, H, T, S), and ``cache``
+        None or a :class:`KVCache` of this stack."""
+        check_sequence(x, "x", self.d_model)
+        check_sequence(memory, "memory", self.d_model, batch=x.shape[0])
         if cache is not None:
             check_cache(cache, len(self.layers))
-        weights = []
-        for i, layer in enumerate(self.layers):
-            layer_cache = None if cache is None else cache.layers[i]
-            x, w = layer(x, memory, tgt_mask, memory_mask, need_weights, layer_cache, is_causal)
-            weights.append(w)
-        return self.norm(x), weights
+        (B, T, _), S = x.shape, memory.shape[1]
+        past = 0 if cache is None else cache.length
+        check_mask(tgt_mask, "tgt_mask", (B, self.h, T, past + T))
+        check_mask(memory_mask, "memory_mask", (B, self.h, T, S))
 
 
 def check_cache(cache: KVCache, n_layers: int) -> None:

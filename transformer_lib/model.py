@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import torch
 from torch import nn
 
-from .checks import check_mask, check_token_ids
+from .checks import check_mask, check_sequence, check_token_ids, checked_inputs
 from .config import TransformerConfig
 from .decoder import Decoder, KVCache, check_cache
 from .embedding import TokenEmbedding
@@ -62,7 +62,8 @@ class Transformer(nn.Module):
     def _encode(self, src: Tensor, src_mask: Tensor,
                 need_weights: bool) -> Tuple[Tensor, List]:
         x = self.positions(self.src_embed.scaled(src))                        # (B, S, D)
-        return self.encoder(x, src_mask, need_weights)                        # (B, S, D)
+        with checked_inputs():                 # src_mask is checked: the layers need not
+            return self.encoder(x, src_mask, need_weights)                    # (B, S, D)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Optional[Tensor] = None,
                tgt_mask: Optional[Tensor] = None, cache: Optional[KVCache] = None,
@@ -76,6 +77,7 @@ class Transformer(nn.Module):
         """
         c = self.config
         self._check_target(tgt, memory, cache)
+        check_sequence(memory, "memory", c.d_model)        # the layers take it as checked
         if src_mask is None and src is not None:
             check_token_ids(src, "src", c.src_vocab_size)
             src_mask = padding_mask(src, c.pad_id)                            # (B, 1, 1, S)
@@ -94,8 +96,9 @@ class Transformer(nn.Module):
             tgt_mask = padding_mask(tgt, c.pad_id)                            # (B, 1, 1, T)
         check_mask(tgt_mask, "tgt_mask", (B, c.h, T, offset + T))
         y = self.positions(self.tgt_embed.scaled(tgt), offset=offset)         # (B, T, D)
-        h, weights = self.decoder(y, memory, tgt_mask, src_mask, need_weights, cache,
-                                  is_causal=True)                             # (B, T, D)
+        with checked_inputs():                 # memory, the masks and cache are checked
+            h, weights = self.decoder(y, memory, tgt_mask, src_mask, need_weights, cache,
+                                      is_causal=True)                         # (B, T, D)
         return self.generator(h), weights                                     # (B, T, V)
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Optional[Tensor] = None,
