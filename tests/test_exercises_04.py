@@ -1,6 +1,9 @@
 """Exercise checkers of notebook 04 (exercises 1 and 2: heads split and merged, PyTorch's module
 run with our weights): correct answers pass, classic mistakes get the right diagnosis. Exercise 3
 (the whole module) is tested in test_exercises_assembly_04_05."""
+import torch
+from torch import nn
+
 from transformer_lib.exercises import ex04_multi_head as ex04
 from transformer_lib.masks import to_blocked
 
@@ -32,9 +35,17 @@ def test_split_merge():
     assert failed_with(ex04.check_split_merge(split_ok, merge_view), "not contiguous")
 
 
-def make_torch_run(batch_first=True, convert_mask=True):
+def make_torch_run(batch_first=True, convert_mask=True, library=False):
     def run(ours, x, mask):
-        ref = ours.to_torch(batch_first=batch_first)
+        if library:
+            ref = ours.to_torch(batch_first=batch_first)
+        else:
+            ref = nn.MultiheadAttention(ours.d_model, ours.h, batch_first=batch_first).eval()
+            with torch.no_grad():
+                ref.in_proj_weight.copy_(ours.in_proj.weight)
+                ref.in_proj_bias.copy_(ours.in_proj.bias)
+                ref.out_proj.weight.copy_(ours.out_proj.weight)
+                ref.out_proj.bias.copy_(ours.out_proj.bias)
         m = to_blocked(mask) if convert_mask else mask
         return ref(x, x, x, attn_mask=m, need_weights=False)[0]
     return run
@@ -42,6 +53,8 @@ def make_torch_run(batch_first=True, convert_mask=True):
 
 def test_torch_mha():
     assert ex04.check_torch_mha(make_torch_run())
+    assert failed_with(ex04.check_torch_mha(make_torch_run(library=True)),
+                       "your code calls the library's `MultiHeadAttention`")
     assert failed_with(ex04.check_torch_mha(make_torch_run(batch_first=False)),
                        "batch_first trap")
     # with batch size == length the wrong layout runs silently; still diagnosed

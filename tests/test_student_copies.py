@@ -60,6 +60,17 @@ TABLE = [
     Row("02_positional_encoding", 3, "ex02_positional.check_rotation",
         shown=("def rotation(k: int, d_model: int)",), defined=("rotation",),
         library=("transformer_lib.exercises.ex02_positional.reference_rotation",)),
+    Row("03_attention", 1, "ex03_attention.check_scaled_dot_product",
+        library=("transformer_lib.attention.attention", "transformer_lib.attention.fused_attention"),
+        elsewhere=(("04_multi_head_attention", "print(inspect.getsource(attention))"),)),
+    Row("04_multi_head_attention", 1, "ex04_heads.check_split_merge",
+        shown=("heads = x.view(B, L, H, D // H).transpose(1, 2)",)),
+    Row("04_multi_head_attention", 2, "ex04_heads.check_torch_mha",
+        shown=("theirs.in_proj_weight.copy_(ours.in_proj.weight)",),
+        library=("transformer_lib.attention.MultiHeadAttention",)),
+    Row("04_multi_head_attention", 3, "ex04_multi_head.check_multi_head_attention",
+        shown=("def split(t):", "print(inspect.getsource(MultiHeadAttention.__init__))"),
+        library=("transformer_lib.attention.MultiHeadAttention",)),
     Row("05_encoder", 1, "ex05_encoder.check_feed_forward",
         shown=("print(inspect.getsource(PositionwiseFeedForward))",),
         library=("transformer_lib.feedforward.PositionwiseFeedForward",)),
@@ -269,6 +280,7 @@ def encoder_layer(d_model, h, d_ff, dropout):
 
 # the exercises that ask for a module, and the library's module wrapped in the learner's
 HOLDERS = {("01-ex3", "TokenEmbedding"): None, ("02-ex2", "PositionalEncoding"): None,
+           ("04-ex3", "MultiHeadAttention"): None,
            ("05-ex1", "PositionwiseFeedForward"): None, ("05-ex4", "EncoderLayer"): encoder_layer,
            ("06-ex4", "DecoderLayer"): None}
 

@@ -6,9 +6,10 @@ import math
 
 import torch
 
-from ..attention import attention
+from ..attention import attention, fused_attention
 from ..masks import causal_mask
 from . import Feedback, check_tensor, run_learner_code
+from .own_work import refuses
 
 
 def _inputs(seed: int = 0, B: int = 2, T: int = 5, d_k: int = 16):
@@ -72,6 +73,8 @@ def _diagnose_empty_row(fb: Feedback, weights, T: int) -> None:
                 + EMPTY_ROW)
 
 
+@refuses(attention, fused_attention,
+         rule="to write attention yourself, not with the library's `attention`")
 def check_scaled_dot_product(attn_fn) -> Feedback:
     """``attn_fn(q, k, v, mask=None)`` -> (output, weights), mask bool with True = attend;
     a query whose keys are all masked gets zero weights and a zero output."""

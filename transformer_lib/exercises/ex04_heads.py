@@ -8,6 +8,7 @@ import torch
 from ..attention import MultiHeadAttention
 from ..masks import causal_mask
 from . import Feedback, check_tensor, run_learner_code
+from .own_work import refuses
 
 
 def _split_ref(x: torch.Tensor, h: int) -> torch.Tensor:
@@ -49,6 +50,8 @@ def check_split_merge(split_heads, merge_heads) -> Feedback:
     return fb
 
 
+@refuses(MultiHeadAttention,
+         rule="to build PyTorch's module yourself, not with our module or its `to_torch`")
 def check_torch_mha(run_torch_mha, batch: int = 3) -> Feedback:
     """``run_torch_mha(ours, x, mask)`` -> output of a ``torch.nn.MultiheadAttention`` with
     the weights of ``ours`` (a MultiHeadAttention), on batch-first ``x`` and our bool mask

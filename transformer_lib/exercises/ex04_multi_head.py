@@ -13,6 +13,7 @@ from torch import nn
 from ..attention import MultiHeadAttention
 from ..masks import decoder_mask, padding_mask, to_blocked
 from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
+from .own_work import refuses
 from .ex04_heads import check_split_merge, check_torch_mha  # noqa: F401
 
 Tensor = torch.Tensor
@@ -161,6 +162,8 @@ def _torch_output(ref: MultiHeadAttention, x: Tensor, kv: Tensor,
         return theirs(x, kv, kv, need_weights=False, **kwargs)[0]            # (B, T, D)
 
 
+@refuses(MultiHeadAttention,
+         rule="to assemble the module yourself, not with the library's `MultiHeadAttention`")
 @keeps_rng
 def check_multi_head_attention(mha_class: Callable[[int, int], nn.Module]) -> Feedback:
     """Exercise 3: ``mha_class(d_model, h)`` builds multi-head attention with projections
