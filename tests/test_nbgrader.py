@@ -115,6 +115,9 @@ def test_source_version_marks_solutions_tests_and_points(course):
                    for c in nb["cells"])
     assert (folder / "source" / NAME / "images" / "transformer_architecture.svg").is_file()
     assert "c.Execute.timeout = 900" in (folder / "nbgrader_config.py").read_text()
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "nbgrader autograde 01_embedding" in readme
+    assert "| `01_embedding` | 3 | `MyEmbedding` | 2 | yes |" in readme
 
 
 def test_release_gives_the_stubs_back_without_hidden_tests(course):

@@ -213,21 +213,7 @@ os.environ.setdefault("TRANSFORMER_CHECKPOINTS", os.path.join(here, "checkpoints
 CHECKPOINT_USE = re.compile(r"shipped_checkpoint|checkpoints/")
 
 
-def readme(rows: Dict[str, List[Graded]]) -> str:
-    table = []
-    for name, graded in rows.items():
-        for g in graded:
-            table.append(f"| `{name}` | {g.number} | `{'`, `'.join(g.names)}` | {g.points} | "
-                         f"{'yes' if g.hidden else 'no'} |")
-    first = next(iter(rows), "01_embedding")
-    commands = [(f"nbgrader generate_assignment {first}", f"release/{first}/: the students' version"),
-                (f"# collect each student's notebook as submitted/STUDENT/{first}/{first}.ipynb", ""),
-                (f"nbgrader autograde {first}", "runs them, with the hidden tests put back"),
-                ("nbgrader export", "grades.csv: every student's score"),
-                (f"nbgrader generate_feedback {first}", "feedback/: each graded notebook, as HTML")]
-    width = max(len(c) for c, note in commands if note) + 2
-    shell = "\n".join(c.ljust(width) + f"# {note}" if note else c for c, note in commands)
-    return f"""# Grading with nbgrader
+README = """# Grading with nbgrader
 
 An nbgrader course made from the notebooks by `bash dev.sh course` (`tools/grading.py`):
 one assignment per notebook, in `source/`. nbgrader is in the project's `grading` extra
@@ -237,7 +223,8 @@ In each notebook, an exercise's stub cell holds the worked solution between
 `### BEGIN SOLUTION` and `### END SOLUTION` (an autograded answer cell), and its check cell is
 an autograded test cell: it asserts the exercise's checker, so a "not yet" fails the test with
 the checker's message, and then runs hidden tests (`### BEGIN HIDDEN TESTS`) that students do
-not see. The worked solution cells are left out. Points: 2 for a class to assemble, 1 for a
+not see. The worked solution cells are left out, and the cells that would show an answer above
+its exercise are blanked as in the student copies. Points: 2 for a class to assemble, 1 for a
 function.
 
 From this folder, in the environment where nbgrader is installed (activate it: nbgrader runs
@@ -254,8 +241,23 @@ on the machine that runs nbgrader: it needs `transformer_lib` installed there.
 
 | assignment | exercise | defines | points | hidden tests |
 |---|---|---|---|---|
-{chr(10).join(table)}
+{table}
 """
+
+
+def readme(rows: Dict[str, List[Graded]]) -> str:
+    """The instructors' page: the commands, then every graded exercise with its points."""
+    table = [f"| `{name}` | {g.number} | `{'`, `'.join(g.names)}` | {g.points} | "
+             f"{'yes' if g.hidden else 'no'} |" for name, graded in rows.items() for g in graded]
+    first = next(iter(rows), "01_embedding")
+    commands = [(f"nbgrader generate_assignment {first}", f"release/{first}/: the students' version"),
+                (f"# collect each student's notebook as submitted/STUDENT/{first}/{first}.ipynb", ""),
+                (f"nbgrader autograde {first}", "runs them, with the hidden tests put back"),
+                ("nbgrader export", "grades.csv: every student's score"),
+                (f"nbgrader generate_feedback {first}", "feedback/: each graded notebook, as HTML")]
+    width = max(len(c) for c, note in commands if note) + 2
+    shell = "\n".join(c.ljust(width) + f"# {note}" if note else c for c, note in commands)
+    return README.format(shell=shell, table="\n".join(table))
 
 
 def build(nbs: Dict[str, dict], out: Path, log: Callable[[str], None] = print) -> Dict[str, int]:
