@@ -25,16 +25,10 @@ def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam
     The steps are those of :func:`~transformer_lib.search.greedy_decode` and
     :func:`~transformer_lib.search.beam_search` (the library's ``Beam``), without a cache.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    check_int(beam_size, "beam_size", 1, 8)                    # the slider's range
-    check_float(length_penalty, "length_penalty", 0.0)
+    controls = decoding_controls(text, beam_size, length_penalty)
     transformer, src_tok, tgt_tok = load_for_explorer(model)
     check_int(top, "top", 1, tgt_tok.vocab_size)
-    controls = {"text": widgets.Text(value=text, description="your input",
-                                     continuous_update=False,
-                                     style={"description_width": "initial"}),
-                "beam_size": slider(beam_size, 1, 8, "beam size K")}
+    max_len, bos_id, eos_id = transformer.config.max_len, tgt_tok.bos_id, tgt_tok.eos_id
     step, restart = widgets.Button(description="next token"), widgets.Button(description="restart")
     state: Dict[str, Any] = {}
 
@@ -42,15 +36,12 @@ def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam
         if state.get("key") != (text, beam_size):                  # new input: start again
             state.clear()
             step.disabled = True
-            src = encode_source(text, src_tok, transformer.config.max_len)             # (1, S)
+            src = encode_source(text, src_tok, max_len)                      # (1, S)
             state.update(key=(text, beam_size), stepper=StepDecoder(
-                transformer, src, beam_size, length_penalty, tgt_tok.bos_id, tgt_tok.eos_id, top))
+                transformer, src, beam_size, length_penalty, bos_id, eos_id, top))
         stepper = state["stepper"]
         step.disabled = stepper.done
-        return plot_decoding_step(stepper, tgt_tok), (
-            f"step {stepper.steps}: greedy {tgt_tok.decode(stepper.greedy[0].tolist())!r}, "
-            f"beam's best {tgt_tok.decode(stepper.beam.best()[0].tolist())!r}"
-            + ("; both finished" if stepper.done else ""))
+        return plot_decoding_step(stepper, tgt_tok), step_message(stepper, tgt_tok)
 
     def next_token(_):
         if "stepper" in state and _reported(explorer, state["stepper"].step):
@@ -65,6 +56,25 @@ def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam
     explorer = Explorer("Decoding", controls, draw, extra=[widgets.HBox([step, restart])])
     explorer.buttons = {"next token": step, "restart": restart}
     return explorer
+
+
+def decoding_controls(text: str, beam_size: int, length_penalty: float
+                      ) -> Dict[str, widgets.Widget]:
+    """The decoding explorer's text box and beam-size slider, its arguments checked first."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    check_int(beam_size, "beam_size", 1, 8)                    # the slider's range
+    check_float(length_penalty, "length_penalty", 0.0)
+    return {"text": widgets.Text(value=text, description="your input", continuous_update=False,
+                                 style={"description_width": "initial"}),
+            "beam_size": slider(beam_size, 1, 8, "beam size K")}
+
+
+def step_message(stepper: StepDecoder, tgt_tok: Tokenizer) -> str:
+    """The explorer's line under the figure: both outputs so far."""
+    return (f"step {stepper.steps}: greedy {tgt_tok.decode(stepper.greedy[0].tolist())!r}, "
+            f"beam's best {tgt_tok.decode(stepper.beam.best()[0].tolist())!r}"
+            + ("; both finished" if stepper.done else ""))
 
 
 def _reported(explorer: Explorer, action) -> bool:

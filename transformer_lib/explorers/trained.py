@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Dict, Tuple, Union
+from typing import Any, Dict, List, Tuple, Union
 
 import ipywidgets as widgets
 import torch
 
 from .. import plotting
+from ..config import TransformerConfig
 from ..data.tokenizers import Tokenizer
 from ..model import Transformer
 from ..search import greedy_decode, inference
@@ -69,6 +70,38 @@ def _label(tokenizer: Tokenizer, i: int) -> str:
     return "␣" if token == " " else token
 
 
+def attention_controls(text: str, config: TransformerConfig) -> Dict[str, widgets.Widget]:
+    """The attention explorer's text box and its kind, layer and head menus."""
+    dropdown = dict(style={"description_width": "initial"})
+    return {"text": widgets.Text(value=text, description="your input",
+                                 continuous_update=False, **dropdown),
+            "kind": widgets.Dropdown(options=list(KINDS.items()), value="decoder_cross",
+                                     description="kind", **dropdown),
+            "layer": widgets.Dropdown(options=list(range(config.N)), description="layer",
+                                      **dropdown),
+            "head": widgets.Dropdown(options=list(range(config.h)), description="head",
+                                     **dropdown)}
+
+
+def translated_with_weights(transformer: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer,
+                            text: str) -> Tuple[str, Dict[str, Any], List[str], List[str],
+                                                List[str]]:
+    """Greedy-translate ``text`` and run the model once more on its own output for the
+    attention weights: (translation, weights, source labels, decoder-input labels, query
+    labels "input→predicted")."""
+    c = transformer.config
+    src = encode_source(text, src_tok, c.max_len)                            # (1, S)
+    out = greedy_decode(transformer, src, c.max_len, tgt_tok.bos_id, tgt_tok.eos_id)
+    bos = torch.full((1, 1), tgt_tok.bos_id)
+    y_in = torch.cat((bos, out[:, :-1]), dim=1)                              # (1, T)
+    with inference(transformer):
+        _, weights = transformer(src, y_in, need_weights=True)
+    ins = [_label(tgt_tok, i) for i in y_in[0].tolist()]
+    rows = [f"{a}→{_label(tgt_tok, b)}" for a, b in zip(ins, out[0].tolist())]
+    return (tgt_tok.decode(out[0].tolist()), weights,
+            [_label(src_tok, i) for i in src[0].tolist()], ins, rows)
+
+
 def attention(model: ModelSource = None, text: str = "Friday, 5 March 2021") -> Explorer:
     """A text box for your own input, its greedy translation, and one attention heatmap of
     the trained model, picked by kind (encoder self, decoder self, cross), layer and head.
@@ -80,31 +113,14 @@ def attention(model: ModelSource = None, text: str = "Friday, 5 March 2021") -> 
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     transformer, src_tok, tgt_tok = load_for_explorer(model)
-    c = transformer.config
-    dropdown = dict(style={"description_width": "initial"})
-    controls = {"text": widgets.Text(value=text, description="your input",
-                                     continuous_update=False, **dropdown),
-                "kind": widgets.Dropdown(options=list(KINDS.items()), value="decoder_cross",
-                                         description="kind", **dropdown),
-                "layer": widgets.Dropdown(options=list(range(c.N)), description="layer",
-                                          **dropdown),
-                "head": widgets.Dropdown(options=list(range(c.h)), description="head",
-                                         **dropdown)}
+    controls = attention_controls(text, transformer.config)
     memo: Dict[str, Any] = {}
 
     def run(text):
         if text not in memo:
-            src = encode_source(text, src_tok, c.max_len)                    # (1, S)
-            out = greedy_decode(transformer, src, c.max_len, tgt_tok.bos_id, tgt_tok.eos_id)
-            bos = torch.full((1, 1), tgt_tok.bos_id)
-            y_in = torch.cat((bos, out[:, :-1]), dim=1)                      # (1, T)
-            with inference(transformer):
-                _, weights = transformer(src, y_in, need_weights=True)
-            ins = [_label(tgt_tok, i) for i in y_in[0].tolist()]
-            rows = [f"{a}→{_label(tgt_tok, b)}" for a, b in zip(ins, out[0].tolist())]
+            result = translated_with_weights(transformer, src_tok, tgt_tok, text)
             memo.clear()
-            memo[text] = (tgt_tok.decode(out[0].tolist()), weights,
-                          [_label(src_tok, i) for i in src[0].tolist()], ins, rows)
+            memo[text] = result
         return memo[text]
 
     def draw(text, kind, layer, head):
