@@ -101,6 +101,7 @@ TABLE = [
         shown=("print(inspect.getsource(noam_lr))",),
         library=("transformer_lib.training.schedule.noam_lr",)),
     Row("07_training", 2, "ex07_training.check_label_smoothing",
+        shown=("q.scatter_(-1, target.unsqueeze(-1)", "by_hand = -(q * logits.log_softmax(-1))"),
         library=("transformer_lib.training.loss.LabelSmoothingLoss",
                  "transformer_lib.training.loss.smoothed_targets")),
     Row("08_inference", 1, "ex08_inference.check_greedy",
