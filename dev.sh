@@ -9,7 +9,8 @@
 #                              every notebook (with ARGS: only pytest, with those arguments)
 #   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
 #                              (from the stored outputs; open build/site/index.html)
-#   bash dev.sh course [ARGS]  build the instructor kit into build/course/
+#   bash dev.sh course [ARGS]  build the instructor kit into build/course/ (with PDF handouts;
+#                              --no-handouts skips them)
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV="${VENV:-.venv}"
@@ -68,7 +69,7 @@ case "${1:-}" in
             kit="build/course"
             if [ ! -d "$kit/student/notebooks" ] || [ -n "$(find notebooks course tools \
                     -newer "$kit/.course-kit" -type f -print -quit)" ]; then
-                "$VENV/bin/python" -m tools.build_course --out "$kit"
+                "$VENV/bin/python" -m tools.build_course --out "$kit" --no-handouts   # the kit for the lab; handouts: dev.sh course
             fi
             exec "$VENV/bin/jupyter" lab "$kit/student/notebooks/" "$@"
         fi
