@@ -340,8 +340,10 @@ def test_mark_slides_command_marks_in_place_and_check_reports(tmp_path, capsys):
     assert mark_slides.main(["--check", str(path)]) == 0
     assert mark_slides.main([str(path)]) == 0 and path.read_text(encoding="utf-8") == marked
     assert "slides" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as stop:
         mark_slides.main([str(tmp_path / "missing.ipynb")])
+    assert stop.value.code == 2
+    assert "missing.ipynb" in capsys.readouterr().err
 
 
 def test_bad_override_is_refused(tmp_path):

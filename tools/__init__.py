@@ -14,12 +14,15 @@ The modules import each other as ``tools.x``; the tests find the package through
 - ``course_student``: a notebook's student copy (solutions removed)
 - ``answer_key``: the answer key, from the solution cells and ``course/answer_notes.md``
 - ``course_slides``: the reveal.js decks (nbconvert, the ``course_reveal`` template)
-- ``mark_slides``, ``slide_screen``, ``slide_deck``, ``slide_pieces``: the slide marks, the
-  screen budget, a notebook made ready to be a deck, code cells cut for the slides
+- ``mark_slides``, ``slide_rules``, ``slide_screen``, ``slide_deck``, ``slide_pieces``: the
+  slide marks, the per-cell rules and overrides behind them, the screen budget, a notebook made
+  ready to be a deck, code cells cut for the slides
 - ``student_copy``: in the student copies, cells that answer an exercise below blanked
 - ``quizzes``, ``student_bundle``, ``student_setup``: the quizzes, the students' bundle and
   its ``start.py``
 - ``handouts``: the PDF handouts of the decks and the student notebooks
-- ``grading``, ``grading_cells``, ``grading_hidden``: the notebooks as an nbgrader course
+- ``grading``, ``grading_source``, ``grading_cells``, ``grading_hidden``,
+  ``grading_hidden_use``: the notebooks as an nbgrader course (the config and README, each
+  notebook's source version, its graded cells, the hidden tests)
 - ``site``: the offline web site of the series (``site/build.py``)
 """
