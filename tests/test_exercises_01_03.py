@@ -46,12 +46,55 @@ def test_text_to_ids_correct_and_wrong():
     assert failed_with(ex01.check_text_to_ids(stub), "not implemented")
 
 
-def test_one_hot_lookup():
-    assert ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids, w.shape[0]).float() @ w)
-    assert ex01.check_one_hot_lookup(lambda ids, w: w[ids])
-    assert failed_with(ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids, w.shape[0])),
-                       "one-hot vectors themselves")
-    assert failed_with(ex01.check_one_hot_lookup(lambda ids, w: F.one_hot(ids) @ w), "raised")
+def grad_by_hand(ids, grad_out, V):
+    one_hot = F.one_hot(ids, V).to(grad_out.dtype).reshape(-1, V)          # (B·L, V)
+    return one_hot.T @ grad_out.reshape(-1, grad_out.shape[-1])            # (V, D)
+
+
+def grad_by_assignment(ids, grad_out, V):
+    grad = torch.zeros(V, grad_out.shape[-1], dtype=grad_out.dtype)
+    grad[ids.reshape(-1)] = grad_out.reshape(-1, grad_out.shape[-1])       # repeats: one kept
+    return grad
+
+
+def grad_by_autograd(ids, grad_out, V):
+    emb = nn.Embedding(V, grad_out.shape[-1]).to(grad_out.dtype)
+    emb(ids).backward(grad_out)
+    return emb.weight.grad
+
+
+def grad_by_autograd_grad(ids, grad_out, V):
+    weight = torch.zeros(V, grad_out.shape[-1], dtype=grad_out.dtype, requires_grad=True)
+    rows = F.one_hot(ids, V).to(grad_out.dtype) @ weight                   # (B, L, D)
+    return torch.autograd.grad((rows * grad_out).sum(), weight)[0]
+
+
+def test_embedding_grad_right_answers_pass():
+    fb = ex01.check_embedding_grad(grad_by_hand)
+    assert fb and "never occur" in str(fb) and "sums of both positions" in str(fb)
+    assert ex01.check_embedding_grad(lambda ids, g, V: torch.zeros(
+        V, g.shape[-1], dtype=g.dtype).index_add_(0, ids.flatten(), g.flatten(0, 1)))
+
+
+@pytest.mark.parametrize("answer, words", [
+    (stub, ("not implemented",)),
+    (lambda ids, g, V: F.one_hot(ids, V).flatten(0, 1).T @ g.flatten(0, 1),
+     ("raised RuntimeError",)),
+    (grad_by_assignment, ("repeated tokens", "SUM")),
+    (lambda ids, g, V: grad_by_hand(ids, g, V).T, ("transposed", "one_hot^T @ grad_out")),
+    (lambda ids, g, V: F.one_hot(ids, V).to(g.dtype).transpose(1, 2) @ g,
+     ("kept the batch dimension",)),
+    (lambda ids, g, V: grad_by_hand(ids, g.float(), V), ("dtype (torch.float64)",)),
+    (lambda ids, g, V: grad_by_hand(ids, g, V)[:, :-1], ("shape (11, 5), expected (11, 6)",)),
+    (lambda ids, g, V: 2 * grad_by_hand(ids, g, V), ("wrong values",)),
+    (grad_by_autograd, ("values match", "without autograd or nn.Embedding",
+                        "calls the library's `Embedding`")),
+    (grad_by_autograd_grad, ("calls the library's `grad`",)),
+    (nn.Embedding, ("is the library's `Embedding` itself",)),
+], ids=["stub", "integer one-hot", "assignment", "transposed", "batch kept", "float32",
+        "shape", "values", "autograd", "autograd.grad", "nn.Embedding"])
+def test_embedding_grad_names_each_mistake(answer, words):
+    assert failed_with(ex01.check_embedding_grad(answer), *words)
 
 
 def make_embedding(scale="sqrt", padding=True, zero_pad=True, bad_attr=False, std="right"):
@@ -108,7 +151,8 @@ def test_scaled_embedding_library_module_is_refused():
 
 @pytest.mark.parametrize("checker, answer", [
     (ex01.check_text_to_ids, ex01.reference_encode),
-    (ex01.check_one_hot_lookup, lambda ids, w: w[ids]),
+    (ex01.check_embedding_grad, grad_by_hand),
+    (ex01.check_embedding_grad, grad_by_autograd),
     (ex01.check_scaled_embedding, make_embedding()),
     (ex01.check_scaled_embedding, stub)])
 def test_embedding_checkers_leave_global_rng_alone(checker, answer):

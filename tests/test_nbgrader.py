@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME = "01_embedding"
 BIN = Path(sys.executable).parent
 # what a student of the wrong submission wrote: Ex1 forgets to lower-case (the visible check
-# uses lower-case sentences only: the hidden tests catch it), Ex2 returns the one-hot vectors
+# uses lower-case sentences only: the hidden tests catch it), Ex2 assigns the gradients instead
+# of summing them (a token used twice keeps only one of its gradients)
 WRONG = {
     "exercise-1-answer": "\n".join([
         "def encode_fixed(sentence, vocab, length):",
@@ -35,8 +36,10 @@ WRONG = {
         '    ids = ids + [vocab["</s>"]]',
         '    return torch.tensor(ids + [vocab["<pad>"]] * (length - len(ids)))']),
     "exercise-2-answer": "\n".join([
-        "def one_hot_lookup(ids, weight):",
-        "    return F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)"]),
+        "def embedding_grad(ids, grad_out, V):",
+        "    grad = torch.zeros(V, grad_out.shape[-1], dtype=grad_out.dtype)",
+        "    grad[ids.reshape(-1)] = grad_out.reshape(-1, grad_out.shape[-1])",
+        "    return grad"]),
 }
 
 
@@ -149,14 +152,15 @@ def test_failed_tests_say_why(course):
     folder, _ = course
     wrong = errors(folder, "wrong")
     # the checker's "not yet", with its diagnosis, is the failed test's message
-    assert "Exercise 2 (embedding as one-hot @ matrix): not yet" in wrong["exercise-2-tests"]
-    assert "you returned the one-hot vectors themselves" in wrong["exercise-2-tests"]
+    assert ("Exercise 2 (the embedding's gradient as a matrix product): not yet"
+            in wrong["exercise-2-tests"])
+    assert "gets the SUM of their gradients" in wrong["exercise-2-tests"]
     # the visible check passes; the hidden test, put back by autograde, fails and says why
     assert "lower-cased" in wrong["exercise-1-tests"] and "not yet" not in wrong["exercise-1-tests"]
     assert wrong["exercise-3-tests"] == ""
     assert not any(errors(folder, "right").values())
     feedback = (folder / "feedback" / "wrong" / NAME / f"{NAME}.html").read_text(encoding="utf-8")
-    assert "you returned the one-hot vectors themselves" in feedback
+    assert "gets the SUM of their gradients" in feedback
 
 
 # --- without nbgrader: how answer and test cells are made -----------------------------------

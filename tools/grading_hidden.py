@@ -26,14 +26,18 @@ for _sentence, _length in (("The Cat sat", 6), ("a mat", 4), ("dog on the zebra"
     assert torch.equal(_got, _want), (
         f"$answer({_sentence!r}, vocab, {_length}) gave {_got.tolist()}, expected "
         f"{_want.tolist()} (words are lower-cased before the look-up)")''',
-    "check_one_hot_lookup": '''\
-_weight = torch.randn(7, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-_ids = torch.tensor([[6, 0, 3], [3, 3, 1]])                              # (B, L)
-_got = $answer(_ids, _weight)
-assert isinstance(_got, torch.Tensor) and _got.shape == (2, 3, 3), (
-    f"for ids (2, 3) and a (7, 3) float64 weight the result should be (2, 3, 3), got "
+    "check_embedding_grad": '''\
+_ids = torch.tensor([[6, 0, 6], [3, 6, 1]])                              # (B, L): 6 three times
+_grad_out = torch.randn(2, 3, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+_table = torch.zeros(7, 4, dtype=torch.float64, requires_grad=True)      # (V, D)
+torch.nn.functional.embedding(_ids, _table).backward(_grad_out)
+_got = $answer(_ids, _grad_out, 7)
+assert isinstance(_got, torch.Tensor) and _got.shape == (7, 4), (
+    f"for ids (2, 3), grad_out (2, 3, 4) and V = 7 the gradient should be (7, 4), got "
     f"{getattr(_got, 'shape', type(_got).__name__)}")
-assert torch.allclose(_got.double(), _weight[_ids]), "float64 weights: the rows are not picked"''',
+assert torch.allclose(_got.double(), _table.grad), (
+    "V = 7, float64: token 6 occurs three times, its row should be the sum of its three "
+    "gradients, and the rows of 2, 4 and 5 (never used) zero")''',
     "check_scaled_embedding": '''\
 import math as _math
 _module = $answer(12, 25, 3)                                             # pad_id = 3

@@ -60,23 +60,70 @@ def check_text_to_ids(encode) -> Feedback:
     return fb
 
 
+def _autograd_grad(ids: torch.Tensor, grad_out: torch.Tensor, V: int) -> torch.Tensor:
+    """The reference: autograd's gradient of nn.Embedding's weight, (V, D)."""
+    emb = nn.Embedding(V, grad_out.shape[-1]).to(grad_out.dtype)
+    emb(ids).backward(grad_out)
+    return emb.weight.grad
+
+
+def _diagnose_grad(fb: Feedback, got, ids: torch.Tensor, grad_out: torch.Tensor,
+                   expected: torch.Tensor) -> bool:
+    """Name the usual mistakes of the backward lookup; True when one was named."""
+    if not isinstance(got, torch.Tensor):
+        return False
+    V, D = expected.shape
+    if got.shape == (D, V) and torch.allclose(got.T.to(expected.dtype), expected, atol=1e-5):
+        fb.fail(f"transposed: you returned ({D}, {V}), grad_out^T @ one_hot; the gradient "
+                f"of the (V, D) table is one_hot^T @ grad_out, shape ({V}, {D})")
+        return True
+    if got.shape == (ids.shape[0], V, D) and torch.allclose(
+            got.sum(0).to(expected.dtype), expected, atol=1e-5):
+        fb.fail("you kept the batch dimension: every sentence adds to the same table, so "
+                "sum over the batch too (flatten (B, L) to B·L positions first)")
+        return True
+    if got.shape != expected.shape or not got.dtype.is_floating_point:
+        return False
+    counts = torch.bincount(ids.flatten(), minlength=V)
+    close = torch.isclose(got.to(expected.dtype), expected, atol=1e-5).all(-1)  # (V,)
+    if bool(close[counts <= 1].all()) and not bool(close[counts > 1].all()):
+        fb.fail("the rows of tokens that occur once are right, those of repeated tokens are "
+                "not: a token used at several positions gets the SUM of their gradients "
+                "(an assignment grad[ids] = grad_out keeps only one of them)")
+        return True
+    return False
+
+
+@refuses(nn.Embedding, F.embedding, torch.autograd.grad, torch.autograd.backward,
+         torch.Tensor.backward,
+         rule="to compute the gradient as one_hot^T @ grad_out, without autograd or "
+              "nn.Embedding")
 @keeps_rng
-def check_one_hot_lookup(lookup) -> Feedback:
-    """``lookup(ids, weight)`` -> one_hot(ids) @ weight, without nn.Embedding."""
-    fb = Feedback("Exercise 2 (embedding as one-hot @ matrix)")
+def check_embedding_grad(embedding_grad) -> Feedback:
+    """``embedding_grad(ids, grad_out, V)`` -> the (V, D) gradient of the embedding table,
+    one_hot(ids)^T @ grad_out, equal to autograd's on nn.Embedding (§3.4)."""
+    fb = Feedback("Exercise 2 (the embedding's gradient as a matrix product)")
     g = torch.Generator().manual_seed(0)
-    weight = torch.randn(11, 6, generator=g)                                 # (V, D)
-    ids = torch.tensor([[1, 4, 5, 2, 0], [1, 9, 10, 6, 2]])                 # (B, L)
-    got = run_learner_code(fb, lookup, ids, weight)
-    if got is None:
-        return fb
-    expected = F.one_hot(ids, weight.shape[0]).float() @ weight              # (B, L, D)
-    if isinstance(got, torch.Tensor) and got.shape == (2, 5, 11):
-        fb.fail("the last dimension is the vocabulary size: you returned the one-hot "
-                "vectors themselves; multiply them by the (V, D) weight matrix")
-        return fb
-    if check_tensor(fb, "lookup(ids, weight)", got, expected):
-        fb.ok("one-hot @ weight picks row ids[b, l] of the table, exactly as nn.Embedding")
+    ids = torch.tensor([[1, 4, 5, 2, 0], [1, 9, 4, 6, 2]])                  # (B, L)
+    for V, dtype in ((11, torch.float32), (13, torch.float64)):
+        grad_out = torch.randn(*ids.shape, 6, generator=g, dtype=dtype)     # (B, L, D)
+        expected = _autograd_grad(ids, grad_out, V)                         # (V, D)
+        got = run_learner_code(fb, embedding_grad, ids, grad_out, V)
+        if got is None:
+            return fb
+        if _diagnose_grad(fb, got, ids, grad_out, expected):
+            return fb
+        if not check_tensor(fb, f"embedding_grad(ids, grad_out, {V})", got, expected):
+            return fb
+        if got.dtype != grad_out.dtype:
+            fb.fail(f"the gradient should have grad_out's dtype ({grad_out.dtype}), got "
+                    f"{got.dtype}: build the one-hot with .to(grad_out.dtype)")
+            return fb
+    fb.ok("equal to autograd's gradient of nn.Embedding's weight, in float32 and float64")
+    fb.ok("the ids that never occur (3, 7, 8, 10 and up) get zero rows: a rare token learns "
+          "only from the batches it is in")
+    fb.ok("<s>, 'the' and </s> occur twice: their rows are the sums of both positions' "
+          "gradients; <pad> gets one too, unless padding_idx zeroes it")
     return fb
 
 
