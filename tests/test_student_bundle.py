@@ -353,7 +353,7 @@ def test_dev_sh_lab_student_opens_the_student_copies_building_them_when_stale(tm
                env=dict(os.environ, VENV="venv"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == [
-        "BUILT --out build/course", "jupyter lab build/course/student/notebooks/ --port 9999"]
+        "BUILT --out build/course --no-handouts", "jupyter lab build/course/student/notebooks/ --port 9999"]
     done = run(["bash", "dev.sh", "lab", "--student"], cwd=repo, env=dict(os.environ, VENV="venv"))
     assert done.stdout.strip() == "jupyter lab build/course/student/notebooks/"   # up to date
     marker = repo / "build" / "course" / ".course-kit"
