@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator, List
 
 import pytest
+
+from tools.chromium import FLAGS, locate
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "build" / "test-artifacts"
@@ -30,22 +31,11 @@ INSTALL_HINT = ("needs Debian's chromium and the playwright package: "
                 "sudo apt-get install chromium, then bash dev.sh test (or bash .ci/run, which "
                 "installs both)")
 
-# Chromium as root in a container, with no background traffic to a closed network.
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage"]
 
 
 def chromium_path() -> str:
     """The Chromium executable, or a skip (a failure under ``CI=true``) naming the fix."""
-    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or \
-        shutil.which("chromium-browser")
-    missing = None if path else "no chromium executable on PATH"
-    if path:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            missing = "the playwright package is not installed"
+    path, missing = locate()
     if missing:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests must run in CI, but {missing}: {INSTALL_HINT}")

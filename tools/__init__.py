@@ -21,6 +21,7 @@ The modules import each other as ``tools.x``; the tests find the package through
 - ``quizzes``, ``student_bundle``, ``student_setup``: the quizzes, the students' bundle and
   its ``start.py``
 - ``handouts``: the PDF handouts of the decks and the student notebooks
+- ``chromium``: Debian's chromium, found once for the handouts and the browser tests
 - ``grading``, ``grading_source``, ``grading_cells``, ``grading_hidden``,
   ``grading_hidden_use``: the notebooks as an nbgrader course (the config and README, each
   notebook's source version, its graded cells, the hidden tests)

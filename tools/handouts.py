@@ -10,7 +10,7 @@ a local file refused.
 - A deck (``NN_name.slides.html`` of ``tools/build_course.py``) is opened in reveal.js's print
   mode (``?print-pdf``), with fragments shown at once and one page per slide
   (``pdfSeparateFragments=false``, ``pdfMaxPagesPerSlide=1``); reveal.js sets the page size to
-  the slide's, 1280 x 720 px. The math is typeset (the deck's MathJax, 3 or 2) and the deck's own
+  the slide's, 1280 x 720 px. The math is typeset (the deck's MathJax 3) and the deck's own
   ``fitFigures`` shrinks a figure that is still too tall, as it does on screen. The PDF has as
   many pages as the deck has slides.
 - A notebook is rendered as a page of the offline site (``tools/site/build.py``: JupyterLab's
@@ -23,8 +23,6 @@ course --no-handouts`` skips the handouts.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 import re
 import shutil
 import tempfile
@@ -33,23 +31,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
+from tools.chromium import FLAGS, locate
 from tools.site import build as site_build
 
 INSTALL_HINT = ("install Debian's chromium (sudo apt-get install chromium) and the dev extra "
                 "(pip install -c constraints.txt -e '.[dev]'), or build with --no-handouts")
-# Chromium as root in a container, with no background traffic to a closed network
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage"]
 TIMEOUT_MS = 120_000           # to load a page and lay out its slides, on a busy 2-core CPU
 DECK_QUERY = "?print-pdf&pdfSeparateFragments=false&pdfMaxPagesPerSlide=1&showNotes=false"
-# waits (up to a minute) until the page's MathJax has typeset every formula: MathJax 3 when
-# MathJax.startup.promise resolves, MathJax 2 when its queue is empty; true at once without
+# waits (up to a minute) until the page's MathJax 3 has typeset every formula
+# (MathJax.startup.promise resolves); true at once on a page without math
 MATH_TYPESET = """async () => {
   for (let i = 0; i < 600; i++) {
     const M = window.MathJax;
     if (M && M.startup && M.startup.promise) { await M.startup.promise; return true; }
-    if (M && M.Hub && M.isReady && M.Hub.queue.pending === 0 && !M.Hub.queue.running) return true;
     if (!M && document.readyState === "complete") return true;
     await new Promise(resolve => setTimeout(resolve, 100));
   }
@@ -113,12 +107,9 @@ class Handout:
 
 def chromium() -> str:
     """The Chromium executable (``$CHROMIUM``, or on ``PATH``), with Playwright importable."""
-    path = os.environ.get("CHROMIUM") or shutil.which("chromium") or \
-        shutil.which("chromium-browser")
-    if not path:
-        raise NoBrowser(f"no chromium executable on PATH: {INSTALL_HINT}")
-    if importlib.util.find_spec("playwright") is None:
-        raise NoBrowser(f"the playwright package is not installed: {INSTALL_HINT}")
+    path, missing = locate()
+    if missing:
+        raise NoBrowser(f"{missing}: {INSTALL_HINT}")
     return path
 
 
