@@ -306,7 +306,8 @@ def test_copy_of_shipped_dates_checkpoint_resaves_identically(tmp_path):
     (lambda: noam_lr(1, 64, 10, -1.0), r"^factor must be in \(0.0, inf\], got -1.0$"),
     (lambda: make_optimizer(torch.nn.Linear(2, 2), 64, 10, math.inf),
      r"^factor must be a finite number, got inf$"),
-    (lambda: make_optimizer(torch.nn.Linear(2, 2), 64, 0), r"^warmup_steps must be a positive"),
+    (lambda: make_optimizer(torch.nn.Linear(2, 2), 64, 0), r"^warmup_steps must be at least 1, got 0$"),
+    (lambda: noam_lr(0, 64, 10), r"^step must be at least 1, got 0$"),
 ])
 def test_schedule_bad_input_is_named(call, match):
     with pytest.raises(ValueError, match=match):

@@ -15,7 +15,7 @@ from transformer_lib.model import Transformer
 
 B, S, T = 2, 7, 5
 MODULES = [importlib.import_module(f"transformer_lib.{name}")   # not the package's functions
-           for name in ("checks", "attention", "decoder", "model", "positional")]
+           for name in ("checks", "attention", "encoder", "decoder", "model", "positional")]
 
 
 def tiny(N):
@@ -74,6 +74,18 @@ def test_a_decoder_called_alone_checks_its_inputs_once(counted, N):
     stack(torch.randn(B, T, 32), torch.randn(B, S, 32), memory_mask=torch.ones(B, 1, 1, S,
                                                                                dtype=torch.bool))
     assert counted == {"check_mask": 2, "check_sequence": 2, "check_attention_inputs": 0}
+
+
+@pytest.mark.parametrize("N", [1, 3])
+def test_an_encoder_called_alone_checks_its_inputs_once(counted, N):
+    stack = tiny(N).encoder
+    stack(torch.randn(B, S, 32), torch.ones(B, 1, 1, S, dtype=torch.bool))
+    assert counted == {"check_mask": 1, "check_sequence": 1, "check_attention_inputs": 0}
+    with pytest.raises(ValueError, match=r"^mask of shape \(2, 1, 1, 6\) does not broadcast to "
+                                         r"\(B, H, T_q, T_k\) = \(2, 4, 7, 7\)$"):
+        stack(torch.randn(B, S, 32), torch.ones(B, 1, 1, S - 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^x must have shape \(B, L, 32\), got \(2, 7, 16\)$"):
+        stack(torch.randn(B, S, 16))
 
 
 def test_a_layer_called_alone_checks_its_inputs(counted):

@@ -32,6 +32,12 @@ def test_bad_step():
         noam_lr(1, 512, warmup_steps=0)
 
 
+@pytest.mark.parametrize("step", [True, 2.0, torch.tensor(3)])
+def test_step_must_be_an_integer_not_a_bool_float_or_tensor(step):
+    with pytest.raises(TypeError, match=r"^step must be an integer, got "):
+        noam_lr(step, 512)
+
+
 def test_optimizer_settings_and_lr_per_update():
     model = torch.nn.Linear(3, 2)
     opt, sched = make_optimizer(model, d_model=64, warmup_steps=10, factor=2.0)

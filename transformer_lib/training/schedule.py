@@ -6,7 +6,7 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from ..checks import check_float
+from ..checks import check_float, check_int
 
 
 def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
@@ -17,8 +17,7 @@ def noam_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1
     ``step`` counts from 1 (the first update), as in the paper.
     """
     for name, value in (("step", step), ("d_model", d_model), ("warmup_steps", warmup_steps)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_int(value, name, 1)
     check_float(factor, "factor", 0.0, min_open=True)
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
