@@ -5,8 +5,9 @@
 #   bash dev.sh lab            open the notebook series in JupyterLab (with RISE slides)
 #   bash dev.sh lab --student  open the student copies (no solutions), building the kit first
 #                              when it is missing or older than a notebook
-#   bash dev.sh test [ARGS]    run every test: the ruff and mypy gates, unit tests and nbval on
-#                              every notebook (with ARGS: only pytest, with those arguments)
+#   bash dev.sh test [ARGS]    run every test: the ruff (lint and format) and mypy gates, unit
+#                              tests and nbval on every notebook (with ARGS: only pytest, with
+#                              those arguments)
 #   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
 #                              (from the stored outputs; open build/site/index.html)
 #   bash dev.sh course [ARGS]  build the instructor kit into build/course/ (with PDF handouts;
@@ -82,6 +83,7 @@ case "${1:-}" in
         export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
         if [ $# -eq 0 ]; then                 # the whole suite: the lint gate first
             "$VENV/bin/ruff" check . || { echo "ruff found the problems above (ruff check --fix . mends some)" >&2; exit 1; }
+            "$VENV/bin/ruff" format --check . || { echo "ruff format would rewrite the files above (ruff format . does it)" >&2; exit 1; }
             "$VENV/bin/mypy" || { echo "mypy found the type errors above (configured in pyproject.toml)" >&2; exit 1; }
         fi
         exec "$VENV/bin/python" -m pytest "$@" ;;
