@@ -15,6 +15,7 @@ process); on a GPU, ``torch.cuda.max_memory_allocated`` above the same baseline.
     python benchmarks/attention_memory.py            # L = 512 .. 8192
     python benchmarks/attention_memory.py --quick    # smoke test
 """
+
 from __future__ import annotations
 
 import json
@@ -41,12 +42,11 @@ def current_rss() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def one_case(variant: str, L: int, batch: int, heads: int, d_k: int,
-             device: torch.device) -> dict:
+def one_case(variant: str, L: int, batch: int, heads: int, d_k: int, device: torch.device) -> dict:
     """Run forward + backward of one attention call; return peak extra bytes and seconds."""
     shape = (batch, heads, L, d_k)
     q, k, v = (torch.randn(shape, device=device, requires_grad=True) for _ in range(3))
-    mask = causal_mask(L, device) if variant != "fused" else None            # (1, 1, L, L)
+    mask = causal_mask(L, device) if variant != "fused" else None  # (1, 1, L, L)
     common.sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -55,9 +55,9 @@ def one_case(variant: str, L: int, batch: int, heads: int, d_k: int,
         base = current_rss()
     start = time.perf_counter()
     if variant == "explicit":
-        out, _ = attention(q, k, v, mask)                                    # (B, H, L, d_k)
+        out, _ = attention(q, k, v, mask)  # (B, H, L, d_k)
     else:
-        out = fused_attention(q, k, v, mask, is_causal=mask is None)        # (B, H, L, d_k)
+        out = fused_attention(q, k, v, mask, is_causal=mask is None)  # (B, H, L, d_k)
     out.sum().backward()
     common.sync(device)
     seconds = time.perf_counter() - start
@@ -72,8 +72,19 @@ def measure(variant: str, L: int, args, device: torch.device) -> dict:
     """One case: in-process on a GPU, in a fresh subprocess on a CPU."""
     if device.type == "cuda":
         return one_case(variant, L, args.batch, args.heads, args.d_k, device)
-    cmd = [sys.executable, __file__, "--child", variant, str(L), "--batch", str(args.batch),
-           "--heads", str(args.heads), "--d-k", str(args.d_k)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        variant,
+        str(L),
+        "--batch",
+        str(args.batch),
+        "--heads",
+        str(args.heads),
+        "--d-k",
+        str(args.d_k),
+    ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -91,30 +102,60 @@ def main() -> None:
     if args.child:
         if args.threads:
             torch.set_num_threads(args.threads)
-        print(json.dumps(one_case(args.child[0], int(args.child[1]), args.batch, args.heads,
-                                  args.d_k, torch.device("cpu"))))
+        print(
+            json.dumps(
+                one_case(
+                    args.child[0],
+                    int(args.child[1]),
+                    args.batch,
+                    args.heads,
+                    args.d_k,
+                    torch.device("cpu"),
+                )
+            )
+        )
         return
     device = common.setup(args)
     lengths = [64] if args.quick else args.lengths
     rows = []
     for L in lengths:
         res = {v: measure(v, L, args, device) for v in VARIANTS}
-        mb = {v: res[v]["peak"] / 2 ** 20 for v in VARIANTS}
-        weights_mb = args.batch * args.heads * L * L * 4 / 2 ** 20
-        rows.append([L, f"{weights_mb:,.0f}", f"{mb['explicit']:,.1f}", f"{mb['fused']:,.1f}",
-                     f"{mb['fused+mask']:,.1f}",
-                     f"{mb['fused'] / mb['explicit']:.3f}" if mb["explicit"] else "-",
-                     f"{1e3 * res['explicit']['seconds']:,.0f}",
-                     f"{1e3 * res['fused']['seconds']:,.0f}"])
-    print(common.table(
-        ["L", "one (B,H,L,L) fp32 MiB", "explicit MiB", "fused MiB", "fused+mask MiB",
-         "fused / explicit", "explicit ms", "fused ms"], rows,
-        f"Peak extra memory of causal self-attention, forward + backward, B={args.batch}, "
-        f"H={args.heads}, d_k={args.d_k}, fp32"))
+        mb = {v: res[v]["peak"] / 2**20 for v in VARIANTS}
+        weights_mb = args.batch * args.heads * L * L * 4 / 2**20
+        rows.append(
+            [
+                L,
+                f"{weights_mb:,.0f}",
+                f"{mb['explicit']:,.1f}",
+                f"{mb['fused']:,.1f}",
+                f"{mb['fused+mask']:,.1f}",
+                f"{mb['fused'] / mb['explicit']:.3f}" if mb["explicit"] else "-",
+                f"{1e3 * res['explicit']['seconds']:,.0f}",
+                f"{1e3 * res['fused']['seconds']:,.0f}",
+            ]
+        )
+    print(
+        common.table(
+            [
+                "L",
+                "one (B,H,L,L) fp32 MiB",
+                "explicit MiB",
+                "fused MiB",
+                "fused+mask MiB",
+                "fused / explicit",
+                "explicit ms",
+                "fused ms",
+            ],
+            rows,
+            f"Peak extra memory of causal self-attention, forward + backward, B={args.batch}, "
+            f"H={args.heads}, d_k={args.d_k}, fp32",
+        )
+    )
 
 
 def argparse_hidden() -> str:
     import argparse
+
     return argparse.SUPPRESS
 
 

@@ -8,6 +8,7 @@ Timing rules used everywhere:
   medians measured in the same run;
 * on a GPU every timed region ends with ``torch.cuda.synchronize()``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,18 +19,24 @@ from typing import Callable, Dict, List, Sequence
 
 import torch
 
-from transformer_lib.training.precision import (bf16_problem, cpu_bf16, cpu_capability,
-                                               cpu_model)
+from transformer_lib.training.precision import bf16_problem, cpu_bf16, cpu_capability, cpu_model
 
 
 def parser(description: str) -> argparse.ArgumentParser:
     """An argument parser with the flags every script has."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--quick", action="store_true",
-                   help="tiny sizes and 1-2 repetitions (smoke test; figures meaningless)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes and 1-2 repetitions (smoke test; figures meaningless)",
+    )
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads (default: PyTorch's choice)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads (default: PyTorch's choice)",
+    )
     p.add_argument("--seed", type=int, default=0)
     return p
 
@@ -50,10 +57,12 @@ def machine_line(device: torch.device) -> str:
     """One line naming the hardware, the PyTorch build and the current load."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     bf16 = cpu_bf16()
-    line = (f"# machine: {cpu_model()} ({cpu_capability()}; native bf16: "
-            f"{'yes' if bf16.native else 'no'}, {bf16.how}), {os.cpu_count()} logical CPUs, "
-            f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-            f"load avg (1 min) {load:.2f}")
+    line = (
+        f"# machine: {cpu_model()} ({cpu_capability()}; native bf16: "
+        f"{'yes' if bf16.native else 'no'}, {bf16.how}), {os.cpu_count()} logical CPUs, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"load avg (1 min) {load:.2f}"
+    )
     if device.type == "cuda":
         line += f", GPU {torch.cuda.get_device_name(device)}"
     return line
@@ -82,8 +91,13 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def interleaved(fns: Dict[str, Callable[[], object]], device: torch.device, reps: int,
-                warmup: int = 1, calls: int = 1) -> Dict[str, List[float]]:
+def interleaved(
+    fns: Dict[str, Callable[[], object]],
+    device: torch.device,
+    reps: int,
+    warmup: int = 1,
+    calls: int = 1,
+) -> Dict[str, List[float]]:
     """Run every fn ``warmup`` times, then ``reps`` rounds in rotating order.
 
     Each round times ``calls`` consecutive calls of each fn and records seconds per call.
@@ -95,7 +109,7 @@ def interleaved(fns: Dict[str, Callable[[], object]], device: torch.device, reps
             fns[name]()
     times: Dict[str, List[float]] = {name: [] for name in names}
     for r in range(reps):
-        order = names[r % len(names):] + names[:r % len(names)]          # rotate the order
+        order = names[r % len(names) :] + names[: r % len(names)]  # rotate the order
         for name in order:
             total = timed(lambda: [fns[name]() for _ in range(calls)], device)
             times[name].append(total / calls)
@@ -115,8 +129,9 @@ def spread(xs: Sequence[float]) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "") -> str:
     """A GitHub-flavoured Markdown table (also readable in a terminal)."""
     cells = [[str(c) for c in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
     fmt = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
     lines = ([f"\n### {title}\n"] if title else []) + [fmt(headers)]
     lines.append("|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|")
@@ -124,8 +139,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str =
     return "\n".join(lines)
 
 
-def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device,
-                reps: int = 5, warmup: int = 3) -> float:
+def matmul_rate(
+    m: int, k: int, n: int, dtype: torch.dtype, device: torch.device, reps: int = 5, warmup: int = 3
+) -> float:
     """Measured FLOP/s of one (m x k) @ (k x n) product in ``dtype``, as a linear layer calls
     it (``F.linear``, the weight stored (n x k)): the best of ``reps`` timed rounds after
     ``warmup`` untimed calls, in this process, with its threads. 2 m k n FLOPs a product."""
@@ -134,16 +150,22 @@ def matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, device: torch.device
     for _ in range(warmup):
         torch.nn.functional.linear(a, w)
     flops = 2.0 * m * k * n
-    calls = max(1, min(20, int(2e8 // flops)))          # about 0.2 GFLOP (a few ms) a round
+    calls = max(1, min(20, int(2e8 // flops)))  # about 0.2 GFLOP (a few ms) a round
     if device.type == "cuda":
         calls *= 10
-    best = min(timed(lambda: [torch.nn.functional.linear(a, w) for _ in range(calls)],
-                     device) / calls for _ in range(reps))
+    best = min(
+        timed(lambda: [torch.nn.functional.linear(a, w) for _ in range(calls)], device) / calls
+        for _ in range(reps)
+    )
     return flops / best
 
 
-def matmul_peak(dtype: torch.dtype, device: torch.device,
-                shapes: Sequence[Sequence[int]] = ((2048, 2048, 2048),), reps: int = 5) -> float:
+def matmul_peak(
+    dtype: torch.dtype,
+    device: torch.device,
+    shapes: Sequence[Sequence[int]] = ((2048, 2048, 2048),),
+    reps: int = 5,
+) -> float:
     """The attainable matmul FLOP/s here: the best :func:`matmul_rate` over ``shapes``
     ((m, k, n) each).
 
@@ -166,7 +188,9 @@ def utilisation(rates: Dict[str, float], peak: float) -> tuple:
     best_label = max(rates, key=rates.get) if rates else None
     if best_label is None or rates[best_label] <= peak:
         return {k: v / peak for k, v in rates.items()}, ""
-    note = (f"row {best_label!r} ran at {rates[best_label] / 1e9:,.1f} GFLOP/s, above the "
-            f"measured matmul peak {peak / 1e9:,.1f}: MFU taken against its rate instead "
-            f"(the peak was measured low, e.g. under load)")
+    note = (
+        f"row {best_label!r} ran at {rates[best_label] / 1e9:,.1f} GFLOP/s, above the "
+        f"measured matmul peak {peak / 1e9:,.1f}: MFU taken against its rate instead "
+        f"(the peak was measured low, e.g. under load)"
+    )
     return {k: v / rates[best_label] for k, v in rates.items()}, note

@@ -19,6 +19,7 @@ element-wise rows (copies, ReLU) are inflated; rerun, or read ``train_throughput
     python benchmarks/profile_step.py                 # d256 preset, fp32
     python benchmarks/profile_step.py --dtype bf16 --table
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,35 @@ from torch.profiler import ProfilerActivity, profile
 import common
 from transformer_lib import TransformerConfig
 from transformer_lib.fast import keep_freed_memory
-from workload import (PRESETS, QUICK, compiled_kernels_available, make_batch, make_model,
-                      train_step_fn)
+from workload import (
+    PRESETS,
+    QUICK,
+    compiled_kernels_available,
+    make_batch,
+    make_model,
+    train_step_fn,
+)
 
 CATEGORIES = (  # (category, substrings of operator names), first match wins
     ("matmul", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
     # the compiled kernels run inside the autograd functions of transformer_lib.fast.attention,
     # .dropout and .feedforward (their own time: the kernels' work and their Python)
-    ("attention kernel", ("scaled_dot_product", "aten::_softmax", "_softmax_backward",
-                          "_CompiledAttention")),
-    ("dropout", ("bernoulli", "random_", "aten::ge", "native_dropout", "Dropout",
-                 "_CompiledFeedForward", "bitwise_")),
+    (
+        "attention kernel",
+        ("scaled_dot_product", "aten::_softmax", "_softmax_backward", "_CompiledAttention"),
+    ),
+    (
+        "dropout",
+        (
+            "bernoulli",
+            "random_",
+            "aten::ge",
+            "native_dropout",
+            "Dropout",
+            "_CompiledFeedForward",
+            "bitwise_",
+        ),
+    ),
     ("layer norm", ("layer_norm",)),
     ("relu", ("relu", "clamp_min", "threshold_backward")),
     ("loss", ("log_softmax", "nll_loss")),
@@ -65,8 +84,10 @@ def categorise(prof, wall: float) -> Dict[str, float]:
         if in_optimizer:
             cat = "optimizer (Adam)"
         else:
-            cat = next((c for c, keys in CATEGORIES if any(k in name for k in keys)),
-                       "autograd/other operators")
+            cat = next(
+                (c for c, keys in CATEGORIES if any(k in name for k in keys)),
+                "autograd/other operators",
+            )
         out[cat] += ev.self_cpu_time_total / 1e6
     out["Python/dispatch overhead"] = max(0.0, wall - sum(out.values()))
     return out
@@ -75,14 +96,12 @@ def categorise(prof, wall: float) -> Dict[str, float]:
 def profile_model(label: str, c, src, tgt, args, device, steps: int):
     torch.manual_seed(args.seed)
     model = make_model(label, c, device)
-    step = train_step_fn(model, src, tgt, c.pad_id, args.dtype == "bf16", device,
-                         args.fused_adam)
+    step = train_step_fn(model, src, tgt, c.pad_id, args.dtype == "bf16", device, args.fused_adam)
     step()
     step()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda"
-                                           else [])
-    with profile(activities=activities):    # a first, discarded profile: the memory the
-        for _ in range(steps):              # profiler's records take is then already there
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities):  # a first, discarded profile: the memory the
+        for _ in range(steps):  # profiler's records take is then already there
             step()
     faults = minor_faults()
     with profile(activities=activities) as prof:
@@ -110,14 +129,26 @@ def main() -> None:
     p.add_argument("--preset", choices=list(PRESETS), default="d256")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--vocab", type=int, default=1000)
-    p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
-                   help="Adam(fused=True), as in train_throughput.py (default)")
+    p.add_argument(
+        "--fused-adam",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Adam(fused=True), as in train_throughput.py (default)",
+    )
     p.add_argument("--table", action="store_true", help="also the per-operator table")
-    p.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction, default=True,
-                   help="also profile transformer_lib with its compiled CPU kernels "
-                        "(default, where a C++ compiler can build them)")
-    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
-                   help="glibc malloc keeps freed memory, as in train_throughput.py (default)")
+    p.add_argument(
+        "--compiled-kernels",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also profile transformer_lib with its compiled CPU kernels "
+        "(default, where a C++ compiler can build them)",
+    )
+    p.add_argument(
+        "--keep-freed-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="glibc malloc keeps freed memory, as in train_throughput.py (default)",
+    )
     args = p.parse_args()
     allocator = keep_freed_memory() if args.keep_freed_memory else ""
     device = common.setup(args)
@@ -127,8 +158,7 @@ def main() -> None:
     with_compiled = compiled_kernels_available(args, device)
     overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
     steps = 1 if args.quick else args.steps
-    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1),
-                               **overrides)
+    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1), **overrides)
     src, tgt = make_batch(c, batch, length + 1, device, torch.Generator().manual_seed(0))
     results = {}
     models = ["torch.nn.Transformer", "transformer_lib"]
@@ -141,22 +171,32 @@ def main() -> None:
         if args.table:
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
             print(f"\n{label}\n" + prof.key_averages().table(sort_by=sort, row_limit=25))
-    cats = sorted({k for r, _ in results.values() for k in r},
-                  key=lambda k: -results["torch.nn.Transformer"][0].get(k, 0.0))
+    cats = sorted(
+        {k for r, _ in results.values() for k in r},
+        key=lambda k: -results["torch.nn.Transformer"][0].get(k, 0.0),
+    )
     rows = []
     for cat in cats:
         row = [cat]
         for label, (r, wall) in results.items():
             row += [f"{1e3 * r.get(cat, 0.0) / steps:,.1f}", f"{100 * r.get(cat, 0.0) / wall:.0f}%"]
         rows.append(row)
-    rows.append(["total (wall)"] + [x for _, (r, w) in results.items()
-                                    for x in (f"{1e3 * w / steps:,.1f}", "100%")])
+    rows.append(
+        ["total (wall)"]
+        + [x for _, (r, w) in results.items() for x in (f"{1e3 * w / steps:,.1f}", "100%")]
+    )
     preset = "quick" if args.quick else args.preset
     heads = ["work", "torch ms/step", "torch share", "ours ms/step", "ours share"]
     if with_compiled:
         heads += ["compiled ms/step", "compiled share"]
-    print(common.table(heads, rows, f"Training step profile, preset {preset}, {args.dtype}, "
-                             f"{steps} steps each (profiler overhead included)"))
+    print(
+        common.table(
+            heads,
+            rows,
+            f"Training step profile, preset {preset}, {args.dtype}, "
+            f"{steps} steps each (profiler overhead included)",
+        )
+    )
 
 
 if __name__ == "__main__":

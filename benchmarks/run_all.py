@@ -9,6 +9,7 @@ Extra arguments (--quick, --device, --threads) are passed on to every script. Th
 line names the machine: the CPU, PyTorch's CPU capability and whether it computes bf16
 natively (where it does not, the bf16 rows are left out with a note).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -22,11 +23,12 @@ import common
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ("train_throughput.py", "decode_cache.py", "attention_memory.py", "scaling.py")
-SHORT = {"train_throughput.py": ["--presets", "d256", "--reps", "3"],   # per script, --short
-         "decode_cache.py": ["--reps", "1", "--lengths", "32", "128"],
-         "attention_memory.py": ["--lengths", "512", "1024", "2048", "4096"],
-         "scaling.py": ["--reps", "1", "--lengths", "16", "64", "256", "--batches", "4", "16",
-                        "64"]}
+SHORT = {
+    "train_throughput.py": ["--presets", "d256", "--reps", "3"],  # per script, --short
+    "decode_cache.py": ["--reps", "1", "--lengths", "32", "128"],
+    "attention_memory.py": ["--lengths", "512", "1024", "2048", "4096"],
+    "scaling.py": ["--reps", "1", "--lengths", "16", "64", "256", "--batches", "4", "16", "64"],
+}
 
 
 def main() -> int:

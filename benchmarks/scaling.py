@@ -10,6 +10,7 @@ the optimizer and Python overhead, still matter).
     python benchmarks/scaling.py            # d_model 256, 3+3 layers
     python benchmarks/scaling.py --quick    # smoke test
 """
+
 from __future__ import annotations
 
 import math
@@ -31,17 +32,20 @@ def fit_exponent(sizes: Sequence[float], times: Sequence[float]) -> Tuple[float,
     return k, math.exp(my - k * mx)
 
 
-def sweep(c: TransformerConfig, shapes: List[Tuple[int, int]], args,
-          device: torch.device) -> List[float]:
+def sweep(
+    c: TransformerConfig, shapes: List[Tuple[int, int]], args, device: torch.device
+) -> List[float]:
     """Median seconds per step for each (batch, length); interleaved across shapes."""
     fns = {}
     for batch, length in shapes:
         torch.manual_seed(args.seed)
         model = Transformer(c).to(device).train()
-        src, tgt = make_batch(c, batch, length + 1, device,
-                              torch.Generator().manual_seed(args.seed))
-        fns[(batch, length)] = train_step_fn(model, src[:, :length], tgt, c.pad_id,
-                                             False, device, False)
+        src, tgt = make_batch(
+            c, batch, length + 1, device, torch.Generator().manual_seed(args.seed)
+        )
+        fns[(batch, length)] = train_step_fn(
+            model, src[:, :length], tgt, c.pad_id, False, device, False
+        )
     times = common.interleaved(fns, device, args.reps, warmup=1)
     return [common.median(times[s]) for s in shapes]
 
@@ -49,11 +53,15 @@ def sweep(c: TransformerConfig, shapes: List[Tuple[int, int]], args,
 def report(name: str, sizes: List[int], seconds: List[float], tokens: List[int]) -> str:
     k, a = fit_exponent(sizes, seconds)
     k_hi, _ = fit_exponent(sizes[-3:], seconds[-3:])
-    rows = [[s, f"{1e3 * t:,.1f}", f"{tok / t:,.0f}", f"{1e3 * a * s ** k:,.1f}"]
-            for s, t, tok in zip(sizes, seconds, tokens)]
-    return common.table([name, "ms/step", "tokens/s", "fit ms"], rows,
-                        f"Step time against {name}: time ~ {name}^{k:.2f} "
-                        f"(largest three sizes: ^{k_hi:.2f})")
+    rows = [
+        [s, f"{1e3 * t:,.1f}", f"{tok / t:,.0f}", f"{1e3 * a * s**k:,.1f}"]
+        for s, t, tok in zip(sizes, seconds, tokens)
+    ]
+    return common.table(
+        [name, "ms/step", "tokens/s", "fit ms"],
+        rows,
+        f"Step time against {name}: time ~ {name}^{k:.2f} (largest three sizes: ^{k_hi:.2f})",
+    )
 
 
 def main() -> None:
@@ -71,8 +79,9 @@ def main() -> None:
         lengths, batches, args.batch, args.length, args.reps = [4, 8, 16], [2, 4, 8], 4, 8, 1
     else:
         lengths, batches = args.lengths, args.batches
-        c = TransformerConfig.tiny(args.vocab, N=3, d_model=256, d_ff=1024, h=4, P_drop=0.1,
-                                   max_len=max(lengths) + 1)
+        c = TransformerConfig.tiny(
+            args.vocab, N=3, d_model=256, d_ff=1024, h=4, P_drop=0.1, max_len=max(lengths) + 1
+        )
     secs = sweep(c, [(args.batch, L) for L in lengths], args, device)
     print(report("length", lengths, secs, [args.batch * L for L in lengths]))
     secs = sweep(c, [(b, args.length) for b in batches], args, device)

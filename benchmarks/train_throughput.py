@@ -28,6 +28,7 @@ note (``common.utilisation``).
     python benchmarks/train_throughput.py --quick    # smoke test
     python benchmarks/train_throughput.py --isolated # each model alone in a fresh process
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +43,25 @@ import torch
 import common
 from transformer_lib import TransformerConfig
 from transformer_lib.fast import keep_freed_memory
-from workload import (PRESETS, QUICK, compiled_kernels_available, make_batch, make_model,
-                      matmul_flops, step_matmul_shapes, train_step_fn)
+from workload import (
+    PRESETS,
+    QUICK,
+    compiled_kernels_available,
+    make_batch,
+    make_model,
+    matmul_flops,
+    step_matmul_shapes,
+    train_step_fn,
+)
 
 TIMES_PREFIX = "# step times: "
-LABELS = ("torch.nn.Transformer", "transformer_lib", "+ accelerate, no kernels",
-          "+ compiled kernels", "transformer_lib compiled")
+LABELS = (
+    "torch.nn.Transformer",
+    "transformer_lib",
+    "+ accelerate, no kernels",
+    "+ compiled kernels",
+    "transformer_lib compiled",
+)
 
 
 def model_labels(args) -> list:
@@ -56,21 +70,20 @@ def model_labels(args) -> list:
     return [label for label, want in zip(LABELS, wanted) if want]
 
 
-def step_for(label: str, c: TransformerConfig, src, tgt, dtype_name: str, args,
-             device: torch.device) -> Callable[[], None]:
+def step_for(
+    label: str, c: TransformerConfig, src, tgt, dtype_name: str, args, device: torch.device
+) -> Callable[[], None]:
     """A fresh model of row ``label`` and its training step."""
     torch.manual_seed(args.seed)
     model = make_model(label, c, device)
     if label == "transformer_lib compiled":
         t0 = time.perf_counter()
         model = torch.compile(model)
-    step = train_step_fn(model, src, tgt, c.pad_id, dtype_name == "bf16", device,
-                         args.fused_adam)
+    step = train_step_fn(model, src, tgt, c.pad_id, dtype_name == "bf16", device, args.fused_adam)
     if label == "transformer_lib compiled":
-        step()                                                    # compiles here
+        step()  # compiles here
         common.sync(device)
-        print(f"# torch.compile ({dtype_name}): first step took "
-              f"{time.perf_counter() - t0:.1f} s")
+        print(f"# torch.compile ({dtype_name}): first step took {time.perf_counter() - t0:.1f} s")
     return step
 
 
@@ -78,38 +91,50 @@ def isolated_times(label: str, preset: str, dtype_name: str) -> list:
     """Step times of one row, measured by this script in a fresh process with the same
     arguments: no other model's memory or caches in that process."""
     argv = [a for a in sys.argv[1:] if a != "--isolated"]
-    cmd = [sys.executable, __file__, *argv, "--presets", preset, "--dtypes", dtype_name,
-           "--only", label]
+    cmd = [
+        sys.executable,
+        __file__,
+        *argv,
+        "--presets",
+        preset,
+        "--dtypes",
+        dtype_name,
+        "--only",
+        label,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"the process timing {label!r} failed:\n{out.stderr[-3000:]}")
     lines = out.stdout.splitlines()
     for x in lines:
-        if x.startswith("# torch.compile"):                      # the child's compile time
+        if x.startswith("# torch.compile"):  # the child's compile time
             print(x)
     line = next(x for x in lines if x.startswith(TIMES_PREFIX))
-    return json.loads(line[len(TIMES_PREFIX):])
+    return json.loads(line[len(TIMES_PREFIX) :])
 
 
-def run_preset(name: str, overrides: dict, batch: int, length: int, args,
-               device: torch.device) -> list:
+def run_preset(
+    name: str, overrides: dict, batch: int, length: int, args, device: torch.device
+) -> list:
     """Time every row of one preset and dtype: [(preset, dtype, label, real target tokens,
     matmul FLOPs of a step, [seconds a step, one per round])]."""
     c = preset_config(overrides, length, args)
     gen = torch.Generator().manual_seed(args.seed)
     src, tgt = make_batch(c, batch, length + 1, device, gen)
     src = src[:, :length]
-    tokens = int((tgt[:, 1:] != c.pad_id).sum())                   # real target tokens
+    tokens = int((tgt[:, 1:] != c.pad_id).sum())  # real target tokens
     flops = matmul_flops(c, batch, length, length)
     results, labels = [], model_labels(args)
     for dtype_name in args.dtypes:
-        if args.isolated:                   # each model timed alone, in a fresh process
+        if args.isolated:  # each model timed alone, in a fresh process
             times = {label: isolated_times(label, name, dtype_name) for label in labels}
         else:
-            fns = {label: step_for(label, c, src, tgt, dtype_name, args, device)
-                   for label in ([args.only] if args.only else labels)}
+            fns = {
+                label: step_for(label, c, src, tgt, dtype_name, args, device)
+                for label in ([args.only] if args.only else labels)
+            }
             times = common.interleaved(fns, device, args.reps, warmup=args.warmup)
-            if args.only:                   # a child of --isolated: hand the times back
+            if args.only:  # a child of --isolated: hand the times back
                 print(f"{TIMES_PREFIX}{json.dumps(times[args.only])}")
                 return []
         results += [(name, dtype_name, label, tokens, flops, ts) for label, ts in times.items()]
@@ -117,8 +142,9 @@ def run_preset(name: str, overrides: dict, batch: int, length: int, args,
 
 
 def preset_config(overrides: dict, length: int, args) -> TransformerConfig:
-    return TransformerConfig.tiny(args.vocab, P_drop=args.dropout, max_len=max(128, length + 1),
-                                  **overrides)
+    return TransformerConfig.tiny(
+        args.vocab, P_drop=args.dropout, max_len=max(128, length + 1), **overrides
+    )
 
 
 def measure_peaks(presets: dict, args, device: torch.device) -> Dict[str, float]:
@@ -127,11 +153,14 @@ def measure_peaks(presets: dict, args, device: torch.device) -> Dict[str, float]
     side = 256 if args.quick else 2048
     shapes = {(side, side, side)}
     for overrides, batch, length in presets.values():
-        shapes |= set(step_matmul_shapes(preset_config(overrides, length, args), batch,
-                                         length, length))
+        shapes |= set(
+            step_matmul_shapes(preset_config(overrides, length, args), batch, length, length)
+        )
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    return {name: common.matmul_peak(dtypes[name], device, sorted(shapes),
-                                     reps=2 if args.quick else 5) for name in args.dtypes}
+    return {
+        name: common.matmul_peak(dtypes[name], device, sorted(shapes), reps=2 if args.quick else 5)
+        for name in args.dtypes
+    }
 
 
 def table_rows(results: list, peaks: Dict[str, float]) -> list:
@@ -147,9 +176,19 @@ def table_rows(results: list, peaks: Dict[str, float]) -> list:
             print(f"# {preset} {dtype_name}: {note}")
         for _, _, label, tokens, flops, ts in group:
             m = common.median(ts)
-            rows.append([preset, dtype_name, label, f"{tokens / m:,.0f}", f"{1e3 * m:.1f}",
-                         common.spread(ts), f"{base / m:.2f}x", f"{flops / m / 1e9:.1f}",
-                         f"{100 * mfu[label]:.0f}%"])
+            rows.append(
+                [
+                    preset,
+                    dtype_name,
+                    label,
+                    f"{tokens / m:,.0f}",
+                    f"{1e3 * m:.1f}",
+                    common.spread(ts),
+                    f"{base / m:.2f}x",
+                    f"{flops / m / 1e9:.1f}",
+                    f"{100 * mfu[label]:.0f}%",
+                ]
+            )
     return rows
 
 
@@ -159,29 +198,57 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--vocab", type=int, default=1000, help="source = target vocabulary size")
     p.add_argument("--presets", nargs="+", default=list(PRESETS), choices=list(PRESETS))
-    p.add_argument("--dropout", type=float, default=0.1,
-                   help="P_drop of both models (0: how much of the step dropout costs)")
-    p.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"],
-                   help="bf16 is left out, with a note, on a CPU without native bf16")
+    p.add_argument(
+        "--dropout",
+        type=float,
+        default=0.1,
+        help="P_drop of both models (0: how much of the step dropout costs)",
+    )
+    p.add_argument(
+        "--dtypes",
+        nargs="+",
+        default=["fp32", "bf16"],
+        choices=["fp32", "bf16"],
+        help="bf16 is left out, with a note, on a CPU without native bf16",
+    )
     p.add_argument("--compile", action="store_true", help="also time torch.compile(ours)")
-    p.add_argument("--fused-adam", action=argparse.BooleanOptionalAction, default=True,
-                   help="Adam(fused=True) for every model, as transformer_lib's trainer uses "
-                        "(default); --no-fused-adam: PyTorch's default Adam for every model")
-    p.add_argument("--accelerate", action=argparse.BooleanOptionalAction, default=True,
-                   help="also time transformer_lib.fast.accelerate(model, kernels=False): "
-                        "the pure-PyTorch fast path (default)")
-    p.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction, default=True,
-                   help="also time transformer_lib with its compiled CPU kernels, as the "
-                        "training command line runs it (default, where a C++ compiler can "
-                        "build them)")
-    p.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction, default=True,
-                   help="glibc malloc keeps freed memory, so that no model's step pays for "
-                        "page faults the other's left behind (default); "
-                        "--no-keep-freed-memory: the C library's defaults")
-    p.add_argument("--isolated", action="store_true",
-                   help="time each model alone in a fresh process of this script instead of "
-                        "interleaved in one (a check on what one model's steps do to the "
-                        "other's; the machine's load is then not shared evenly)")
+    p.add_argument(
+        "--fused-adam",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Adam(fused=True) for every model, as transformer_lib's trainer uses "
+        "(default); --no-fused-adam: PyTorch's default Adam for every model",
+    )
+    p.add_argument(
+        "--accelerate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time transformer_lib.fast.accelerate(model, kernels=False): "
+        "the pure-PyTorch fast path (default)",
+    )
+    p.add_argument(
+        "--compiled-kernels",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time transformer_lib with its compiled CPU kernels, as the "
+        "training command line runs it (default, where a C++ compiler can "
+        "build them)",
+    )
+    p.add_argument(
+        "--keep-freed-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="glibc malloc keeps freed memory, so that no model's step pays for "
+        "page faults the other's left behind (default); "
+        "--no-keep-freed-memory: the C library's defaults",
+    )
+    p.add_argument(
+        "--isolated",
+        action="store_true",
+        help="time each model alone in a fresh process of this script instead of "
+        "interleaved in one (a check on what one model's steps do to the "
+        "other's; the machine's load is then not shared evenly)",
+    )
     p.add_argument("--only", choices=LABELS, help=argparse.SUPPRESS)  # a child of --isolated
     args = p.parse_args()
     allocator = keep_freed_memory() if args.keep_freed_memory else ""
@@ -194,7 +261,7 @@ def main() -> None:
     presets = QUICK if args.quick else {k: PRESETS[k] for k in args.presets}
     args.reps = args.reps or (1 if args.quick else 7)
     args.warmup = 1 if args.quick else args.warmup
-    if args.only:                           # a child of --isolated: times only, no tables
+    if args.only:  # a child of --isolated: times only, no tables
         for name, (overrides, batch, length) in presets.items():
             run_preset(name, overrides, batch, length, args, device)
         return
@@ -202,18 +269,35 @@ def main() -> None:
     results = []
     for name, (overrides, batch, length) in presets.items():
         results += run_preset(name, overrides, batch, length, args, device)
-    after = measure_peaks(presets, args, device)           # the best of before and after
+    after = measure_peaks(presets, args, device)  # the best of before and after
     peaks = {k: max(before[k], after[k]) for k in before}
-    print(common.table(["dtype", "matmul peak GFLOP/s"],
-                       [[k, f"{v / 1e9:,.0f}"] for k, v in peaks.items()],
-                       "Measured matmul peak (the step's own matmul shapes and one square "
-                       "product, warmed up, best of before and after the rows)"))
+    print(
+        common.table(
+            ["dtype", "matmul peak GFLOP/s"],
+            [[k, f"{v / 1e9:,.0f}"] for k, v in peaks.items()],
+            "Measured matmul peak (the step's own matmul shapes and one square "
+            "product, warmed up, best of before and after the rows)",
+        )
+    )
     rows = table_rows(results, peaks)
-    print(common.table(
-        ["preset", "dtype", "model", "tgt tokens/s", "ms/step", "spread", "vs torch",
-         "GFLOP/s", "MFU"], rows,
-        f"Training step (forward + backward + Adam), median of {args.reps}, "
-        + ("each model in its own process" if args.isolated else "interleaved")))
+    print(
+        common.table(
+            [
+                "preset",
+                "dtype",
+                "model",
+                "tgt tokens/s",
+                "ms/step",
+                "spread",
+                "vs torch",
+                "GFLOP/s",
+                "MFU",
+            ],
+            rows,
+            f"Training step (forward + backward + Adam), median of {args.reps}, "
+            + ("each model in its own process" if args.isolated else "interleaved"),
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ P_drop on sub-layer outputs, embeddings and the feed-forward hidden layer in bot
 attention weights in both (the paper has none there; ``nn.Transformer`` would put its single
 ``dropout`` there too, so it is switched off in its attention modules).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,13 +39,24 @@ class TorchTransformer(nn.Module):
         super().__init__()
         self.config = c
         self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
-        self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(
-            c.tgt_vocab_size, c.d_model, c.pad_id)
+        self.tgt_embed = (
+            self.src_embed
+            if c.tie_embeddings
+            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        )
         self.positions = PositionalEncoding(c.d_model, c.max_len, c.P_drop, c.pe_layout)
         self.transformer = nn.Transformer(
-            c.d_model, c.h, c.N, c.N, c.d_ff, c.P_drop, batch_first=True,
-            norm_first=c.norm_first, layer_norm_eps=c.layer_norm_eps)
-        for module in self.transformer.modules():          # no dropout on attention weights
+            c.d_model,
+            c.h,
+            c.N,
+            c.N,
+            c.d_ff,
+            c.P_drop,
+            batch_first=True,
+            norm_first=c.norm_first,
+            layer_norm_eps=c.layer_norm_eps,
+        )
+        for module in self.transformer.modules():  # no dropout on attention weights
             if isinstance(module, nn.MultiheadAttention):
                 module.dropout = 0.0
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
@@ -53,28 +65,38 @@ class TorchTransformer(nn.Module):
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         pad = self.config.pad_id
-        src_blocked, tgt_blocked = src == pad, tgt == pad                  # True = blocked
-        causal_blocked = ~causal_mask(tgt.shape[1], tgt.device)[0, 0]      # (T, T)
+        src_blocked, tgt_blocked = src == pad, tgt == pad  # True = blocked
+        causal_blocked = ~causal_mask(tgt.shape[1], tgt.device)[0, 0]  # (T, T)
         h = self.transformer(
-            self.positions(self.src_embed(src)), self.positions(self.tgt_embed(tgt)),
-            tgt_mask=causal_blocked, src_key_padding_mask=src_blocked,
-            tgt_key_padding_mask=tgt_blocked, memory_key_padding_mask=src_blocked,
-            tgt_is_causal=True)                                            # (B, T, D)
-        return self.generator(h)                                           # (B, T, V)
+            self.positions(self.src_embed(src)),
+            self.positions(self.tgt_embed(tgt)),
+            tgt_mask=causal_blocked,
+            src_key_padding_mask=src_blocked,
+            tgt_key_padding_mask=tgt_blocked,
+            memory_key_padding_mask=src_blocked,
+            tgt_is_causal=True,
+        )  # (B, T, D)
+        return self.generator(h)  # (B, T, V)
 
 
-def make_batch(c: TransformerConfig, batch: int, length: int, device: torch.device,
-               gen: torch.Generator, shortest: float = 0.75
-               ) -> Tuple[torch.Tensor, torch.Tensor]:
+def make_batch(
+    c: TransformerConfig,
+    batch: int,
+    length: int,
+    device: torch.device,
+    gen: torch.Generator,
+    shortest: float = 0.75,
+) -> Tuple[torch.Tensor, torch.Tensor]:
     """Random ids with padding: each row keeps between ``shortest`` x ``length`` tokens and
     all of them (the first row all of them)."""
+
     def ids(vocab: int) -> torch.Tensor:
         x = torch.randint(1, vocab, (batch, length), generator=gen)
-        keep = torch.randint(max(1, int(shortest * length)), length + 1, (batch, 1),
-                             generator=gen)
+        keep = torch.randint(max(1, int(shortest * length)), length + 1, (batch, 1), generator=gen)
         x[torch.arange(length)[None, :] >= keep] = c.pad_id
-        x[0] = torch.randint(1, vocab, (length,), generator=gen)           # one full row
+        x[0] = torch.randint(1, vocab, (length,), generator=gen)  # one full row
         return x.to(device)
+
     return ids(c.src_vocab_size), ids(c.tgt_vocab_size)
 
 
@@ -87,11 +109,11 @@ def matmul_flops(c: TransformerConfig, batch: int, S: int, T: int) -> float:
     layer norms and the loss are not counted (not matmuls).
     """
     D, F_, N, V = c.d_model, c.d_ff, c.N, c.tgt_vocab_size
-    per_token_enc = 4 * D * D + 2 * D * F_                     # Q,K,V,O + FFN, per source token
+    per_token_enc = 4 * D * D + 2 * D * F_  # Q,K,V,O + FFN, per source token
     per_token_dec = 4 * D * D + 2 * D * D + 2 * D * F_ + D * V  # self Q,K,V,O; cross Q,O; FFN; out
-    per_src_cross = 2 * D * D                                   # cross K,V from the memory
+    per_src_cross = 2 * D * D  # cross K,V from the memory
     linear = 2 * batch * (N * (S * per_token_enc + T * per_token_dec + S * per_src_cross))
-    linear -= 2 * batch * T * D * V * (N - 1)                   # the output layer runs once
+    linear -= 2 * batch * T * D * V * (N - 1)  # the output layer runs once
     attn = 2 * 2 * batch * D * N * (S * S + T * T + T * S)
     return 3.0 * (linear + attn)
 
@@ -105,37 +127,60 @@ def step_matmul_shapes(c: TransformerConfig, batch: int, S: int, T: int) -> list
     :func:`common.matmul_peak` measures the peak on these, the sizes the rows run.
     """
     D, F_, V = c.d_model, c.d_ff, c.tgt_vocab_size
-    forward = {(batch * S, D, 3 * D), (batch * T, D, 3 * D), (batch * S, D, D),
-               (batch * T, D, D), (batch * S, D, 2 * D), (batch * S, D, F_),
-               (batch * T, D, F_), (batch * S, F_, D), (batch * T, F_, D), (batch * T, D, V)}
+    forward = {
+        (batch * S, D, 3 * D),
+        (batch * T, D, 3 * D),
+        (batch * S, D, D),
+        (batch * T, D, D),
+        (batch * S, D, 2 * D),
+        (batch * S, D, F_),
+        (batch * T, D, F_),
+        (batch * S, F_, D),
+        (batch * T, F_, D),
+        (batch * T, D, V),
+    }
     shapes = set()
     for m, k, n in forward:
         shapes |= {(m, k, n), (m, n, k), (n, m, k)}
     return sorted(shapes)
 
 
-def train_step_fn(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id: int,
-                  autocast: bool, device: torch.device, fused_adam: bool) -> Callable[[], None]:
+def train_step_fn(
+    model: nn.Module,
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    pad_id: int,
+    autocast: bool,
+    device: torch.device,
+    fused_adam: bool,
+) -> Callable[[], None]:
     """A closure doing one step: teacher forcing on tgt[:, :-1] -> tgt[:, 1:]."""
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, **(
-        {"fused": True} if fused_adam else {}))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, **({"fused": True} if fused_adam else {}))
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    ctx = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if autocast else \
-        contextlib.nullcontext
+    ctx = (
+        (lambda: torch.autocast(device.type, dtype=torch.bfloat16))
+        if autocast
+        else contextlib.nullcontext
+    )
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
         with ctx():
-            logits = model(src, tgt_in)                                       # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(),
-                                   ignore_index=pad_id)
+            logits = model(src, tgt_in)  # (B, T, V)
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id
+            )
         loss.backward()
         opt.step()
+
     return step
 
 
-ROW_KERNELS = {"transformer_lib": None, "+ accelerate, no kernels": False,
-               "+ compiled kernels": True}     # row -> accelerate(model, kernels=...)
+ROW_KERNELS = {
+    "transformer_lib": None,
+    "+ accelerate, no kernels": False,
+    "+ compiled kernels": True,
+}  # row -> accelerate(model, kernels=...)
 
 
 def make_model(label: str, c: TransformerConfig, device: torch.device) -> nn.Module:

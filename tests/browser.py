@@ -13,6 +13,7 @@ how to install it.
 
 Screenshots go to ``ARTIFACTS`` (``build/test-artifacts/``, ignored by git).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,10 +28,11 @@ from tools.chromium import FLAGS, locate
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "build" / "test-artifacts"
-INSTALL_HINT = ("needs Debian's chromium and the playwright package: "
-                "sudo apt-get install chromium, then bash dev.sh test (or bash .ci/run, which "
-                "installs both)")
-
+INSTALL_HINT = (
+    "needs Debian's chromium and the playwright package: "
+    "sudo apt-get install chromium, then bash dev.sh test (or bash .ci/run, which "
+    "installs both)"
+)
 
 
 def chromium_path() -> str:
@@ -48,10 +50,15 @@ def open_browser() -> Iterator["object"]:
     """A headless Chromium (a Playwright ``BrowserContext``) with a fresh, empty profile."""
     executable = chromium_path()
     from playwright.sync_api import sync_playwright
+
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=executable, headless=True, args=FLAGS,
-            viewport={"width": 1280, "height": 900})
+            profile,
+            executable_path=executable,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
         try:
             yield context
         finally:

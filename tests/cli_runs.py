@@ -1,5 +1,6 @@
 """What the command-line tests share: a tiny training run's flags, the fixtures that keep
 torch's thread count and refuse training, and a tiny untrained checkpoint to translate with."""
+
 import dataclasses
 
 import pytest
@@ -10,9 +11,27 @@ from transformer_lib.data.tokenizers import CharTokenizer
 from transformer_lib.training import trainer as trainer_mod
 from transformer_lib.training.checkpoint import save_checkpoint
 
-TINY = ["--d-model", "16", "--d-ff", "32", "--layers", "1", "--heads", "2",
-        "--max-tokens", "150", "--warmup", "3", "--eval-limit", "4", "--no-progress",
-        "--threads", "1", "--no-compiled-kernels", "--no-keep-freed-memory"]
+TINY = [
+    "--d-model",
+    "16",
+    "--d-ff",
+    "32",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--max-tokens",
+    "150",
+    "--warmup",
+    "3",
+    "--eval-limit",
+    "4",
+    "--no-progress",
+    "--threads",
+    "1",
+    "--no-compiled-kernels",
+    "--no-keep-freed-memory",
+]
 DATES = ["--task", "dates", "--n-train", "60", "--n-valid", "4", "--n-test", "4", *TINY]
 
 
@@ -36,9 +55,15 @@ def tiny_checkpoint(path, lines):
     torch.manual_seed(0)
     src_tok = CharTokenizer.train(lines)
     tgt_tok = CharTokenizer.train(["0123456789-"])
-    config = TransformerConfig.tiny(src_tok.vocab_size, tgt_tok.vocab_size, P_drop=0.0,
-                                    max_len=16)
+    config = TransformerConfig.tiny(src_tok.vocab_size, tgt_tok.vocab_size, P_drop=0.0, max_len=16)
     model = Transformer(config)
-    save_checkpoint(path, {"config": dataclasses.asdict(config), "model": model.state_dict(),
-                           "src_tokenizer": src_tok.to_dict(), "tgt_tokenizer": tgt_tok.to_dict()})
+    save_checkpoint(
+        path,
+        {
+            "config": dataclasses.asdict(config),
+            "model": model.state_dict(),
+            "src_tokenizer": src_tok.to_dict(),
+            "tgt_tokenizer": tgt_tok.to_dict(),
+        },
+    )
     return model, src_tok, tgt_tok

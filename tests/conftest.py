@@ -10,4 +10,5 @@ def _seed():
 @pytest.fixture
 def tiny():
     from transformer_lib import TransformerConfig
+
     return TransformerConfig.tiny(src_vocab_size=50, P_drop=0.0)

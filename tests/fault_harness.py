@@ -9,6 +9,7 @@ seconds are slept at the start of every step (for tests that send a signal from 
 The process sends the signal to itself, so the moment is exact; the handling is the one a
 signal from a terminal or a job scheduler gets.
 """
+
 import io
 import os
 import signal
@@ -32,6 +33,7 @@ def inject(fault: str) -> None:
             if self.step + 1 == count:
                 os.kill(os.getpid(), signum)
             return real_step(self, batch)
+
         Trainer.train_step = train_step
     elif kind == "save":
         real_save, calls = torch.save, []
@@ -43,10 +45,11 @@ def inject(fault: str) -> None:
             buffer = io.BytesIO()
             real_save(obj, buffer, *args, **kwargs)
             data = buffer.getvalue()
-            f.write(data[:len(data) // 2])
+            f.write(data[: len(data) // 2])
             f.flush()
-            os.kill(os.getpid(), signum)       # SIGKILL ends here; others are handled
-            f.write(data[len(data) // 2:])
+            os.kill(os.getpid(), signum)  # SIGKILL ends here; others are handled
+            f.write(data[len(data) // 2 :])
+
         torch.save = save
     else:
         raise ValueError(f"FAULT: moment must be step:K or save:K, got {moment!r}")
@@ -58,6 +61,7 @@ def slow_steps(seconds: float) -> None:
     def train_step(self, batch):
         time.sleep(seconds)
         return real_step(self, batch)
+
     Trainer.train_step = train_step
 
 

@@ -1,4 +1,5 @@
 """Reading stored notebooks in tests: cells, their source and their text outputs."""
+
 import base64
 import json
 import struct
@@ -25,6 +26,9 @@ def output_text(cell) -> str:
 
 def png_widths(name: str) -> list:
     """The pixel width of every stored PNG figure (from its IHDR header)."""
-    return [struct.unpack(">I", base64.b64decode(out["data"]["image/png"])[16:20])[0]
-            for cell in cells(name) for out in cell.get("outputs", [])
-            if "image/png" in out.get("data", {})]
+    return [
+        struct.unpack(">I", base64.b64decode(out["data"]["image/png"])[16:20])[0]
+        for cell in cells(name)
+        for out in cell.get("outputs", [])
+        if "image/png" in out.get("data", {})
+    ]

@@ -1,8 +1,9 @@
 """The documented CPU dropout mask in plain Python, to test both of its implementations
 (transformer_lib.dropout.keep_mask and the compiled kernel) against."""
+
 import torch
 
-MASK64 = 2 ** 64 - 1
+MASK64 = 2**64 - 1
 
 
 def splitmix64(key: int, w: int) -> int:
@@ -19,6 +20,6 @@ def splitmix64_mask(key: int, n: int, p: float) -> torch.Tensor:
     keep = []
     for i in range(n):
         bits = (splitmix64(key & MASK64, i // 4) >> (16 * (i % 4))) & 0xFFFF
-        signed = bits - 2 ** 16 if bits >= 2 ** 15 else bits
-        keep.append(signed >= round(p * 2 ** 16) - 2 ** 15)
+        signed = bits - 2**16 if bits >= 2**15 else bits
+        keep.append(signed >= round(p * 2**16) - 2**15)
     return torch.tensor(keep)

@@ -5,8 +5,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lib import (MultiHeadAttention, attention, causal_mask, decoder_mask,
-                             fused_attention, padding_mask, to_blocked)
+from transformer_lib import (
+    MultiHeadAttention,
+    attention,
+    causal_mask,
+    decoder_mask,
+    fused_attention,
+    padding_mask,
+    to_blocked,
+)
 
 B, H, T, S, D = 3, 4, 5, 7, 32
 
@@ -29,16 +36,21 @@ def test_explicit_equals_fused(kind):
     q, k, v = qkv(t=S)
     keep = torch.ones(B, S, dtype=torch.long)
     keep[0, 4:] = 0
-    masks = {"none": None, "padding": padding_mask(keep, 0), "causal": causal_mask(S),
-             "both": padding_mask(keep, 0) & causal_mask(S)}
+    masks = {
+        "none": None,
+        "padding": padding_mask(keep, 0),
+        "causal": causal_mask(S),
+        "both": padding_mask(keep, 0) & causal_mask(S),
+    }
     mask = masks[kind]
     torch.testing.assert_close(fused_attention(q, k, v, mask), attention(q, k, v, mask)[0])
 
 
 def test_is_causal_flag_equals_causal_mask():
     q, k, v = qkv(t=S)
-    torch.testing.assert_close(fused_attention(q, k, v, is_causal=True),
-                               attention(q, k, v, causal_mask(S))[0])
+    torch.testing.assert_close(
+        fused_attention(q, k, v, is_causal=True), attention(q, k, v, causal_mask(S))[0]
+    )
 
 
 def test_masked_keys_get_zero_weight_and_change_nothing():
@@ -57,8 +69,8 @@ def test_masked_keys_get_zero_weight_and_change_nothing():
 def test_fully_masked_rows_give_zeros_not_nan_in_both_paths():
     q, k, v = (t.requires_grad_() for t in qkv())
     mask = torch.ones(B, 1, T, S, dtype=torch.bool)
-    mask[1, :, 2] = False                                 # query 2 of item 1 sees nothing
-    mask[2] = False                                       # item 2 sees nothing at all
+    mask[1, :, 2] = False  # query 2 of item 1 sees nothing
+    mask[2] = False  # item 2 sees nothing at all
     out, w = attention(q, k, v, mask)
     fused = fused_attention(q, k, v, mask)
     for result in (out, w, fused):
@@ -74,21 +86,27 @@ def test_fully_masked_rows_give_zeros_not_nan_in_both_paths():
 @pytest.mark.parametrize("need_weights", [False, True])
 def test_self_attention_equals_torch_multihead_attention(use_padding, use_causal, need_weights):
     mha = MultiHeadAttention(D, H).eval()
-    nn.init.normal_(mha.in_proj.bias)                     # non-zero biases are copied too
+    nn.init.normal_(mha.in_proj.bias)  # non-zero biases are copied too
     ref = mha.to_torch()
     x = torch.randn(B, T, D)
     ids = torch.ones(B, T, dtype=torch.long)
     ids[0, 3:] = 0
     ids[2, 4:] = 0
-    keep_keys = padding_mask(ids, 0) if use_padding else None          # (B, 1, 1, T)
+    keep_keys = padding_mask(ids, 0) if use_padding else None  # (B, 1, 1, T)
     keep = keep_keys
     if use_causal:
         keep = causal_mask(T) if keep is None else keep & causal_mask(T)
     out, w = mha(x, mask=keep, need_weights=need_weights)
     # nn.MultiheadAttention: True = *blocked*, masks as (T, T) and (B, T)
-    ref_out, ref_w = ref(x, x, x, need_weights=True, average_attn_weights=False,
-                         key_padding_mask=to_blocked(ids != 0) if use_padding else None,
-                         attn_mask=to_blocked(causal_mask(T)[0, 0]) if use_causal else None)
+    ref_out, ref_w = ref(
+        x,
+        x,
+        x,
+        need_weights=True,
+        average_attn_weights=False,
+        key_padding_mask=to_blocked(ids != 0) if use_padding else None,
+        attn_mask=to_blocked(causal_mask(T)[0, 0]) if use_causal else None,
+    )
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
     if need_weights:
         torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-4)
@@ -103,8 +121,9 @@ def test_cross_attention_equals_torch_multihead_attention():
     src = torch.ones(B, S, dtype=torch.long)
     src[1, 5:] = 0
     out, w = mha(x, memory, mask=padding_mask(src, 0), need_weights=True)
-    ref_out, ref_w = ref(x, memory, memory, key_padding_mask=to_blocked(src != 0),
-                         average_attn_weights=False)
+    ref_out, ref_w = ref(
+        x, memory, memory, key_padding_mask=to_blocked(src != 0), average_attn_weights=False
+    )
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(w, ref_w, atol=1e-6, rtol=1e-4)
 
@@ -116,16 +135,16 @@ def test_cross_attention_fused_path_and_gradients_equal_torch_multihead_attentio
     x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
     src = torch.ones(B, S, dtype=torch.long)
     src[1, 5:] = 0
-    out, _ = mha(x, memory, mask=padding_mask(src, 0))                  # the fused path
+    out, _ = mha(x, memory, mask=padding_mask(src, 0))  # the fused path
     ref_out, _ = ref(x, memory, memory, key_padding_mask=to_blocked(src != 0))
     torch.testing.assert_close(out, ref_out, atol=1e-5, rtol=1e-4)
     g = torch.randn_like(out)
     out.backward(g)
     ref_out.backward(g)
-    torch.testing.assert_close(mha.in_proj.weight.grad, ref.in_proj_weight.grad,
-                               atol=1e-5, rtol=1e-4)                    # W^Q and W^K; W^V
-    torch.testing.assert_close(mha.in_proj.bias.grad, ref.in_proj_bias.grad,
-                               atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        mha.in_proj.weight.grad, ref.in_proj_weight.grad, atol=1e-5, rtol=1e-4
+    )  # W^Q and W^K; W^V
+    torch.testing.assert_close(mha.in_proj.bias.grad, ref.in_proj_bias.grad, atol=1e-5, rtol=1e-4)
 
 
 def test_fused_attention_without_fully_masked_rows_is_the_kernel_output_itself():
@@ -136,7 +155,7 @@ def test_fused_attention_without_fully_masked_rows_is_the_kernel_output_itself()
     out = fused_attention(q, k, v, mask)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     assert torch.equal(out, ref) and out.stride() == ref.stride()
-    assert out.transpose(1, 2).is_contiguous()         # merging the heads needs no copy
+    assert out.transpose(1, 2).is_contiguous()  # merging the heads needs no copy
 
 
 def test_opposite_convention_is_caught_by_this_test():
@@ -155,7 +174,7 @@ def test_incremental_self_attention_with_cache_equals_full():
     full, _ = mha(x, is_causal=True)
     cache, steps = {}, []
     for t in range(T):
-        out, _ = mha(x[:, t:t + 1], cache=cache, is_causal=True)
+        out, _ = mha(x[:, t : t + 1], cache=cache, is_causal=True)
         steps.append(out)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-4)
     assert cache["k"].shape == (B, H, T, D // H)
@@ -169,12 +188,15 @@ def test_weights_are_returned_per_call_not_stored():
     assert not any("weight" in name and "proj" not in name for name in vars(mha))
 
 
-@pytest.mark.parametrize("mask, error, match", [
-    (torch.ones(B, 1, 1, T), TypeError, "torch.bool"),
-    (torch.ones(B, 1, T, 9, dtype=torch.bool), ValueError, "broadcast"),
-    (torch.ones(2, 1, 1, T, dtype=torch.bool), ValueError, "broadcast"),
-    ([[True]], TypeError, "mask"),
-])
+@pytest.mark.parametrize(
+    "mask, error, match",
+    [
+        (torch.ones(B, 1, 1, T), TypeError, "torch.bool"),
+        (torch.ones(B, 1, T, 9, dtype=torch.bool), ValueError, "broadcast"),
+        (torch.ones(2, 1, 1, T, dtype=torch.bool), ValueError, "broadcast"),
+        ([[True]], TypeError, "mask"),
+    ],
+)
 def test_bad_masks_are_rejected(mask, error, match):
     with pytest.raises(error, match=match):
         MultiHeadAttention(D, H)(torch.randn(B, T, D), mask=mask)
@@ -193,16 +215,16 @@ def test_bad_shapes_are_rejected():
 def test_fused_attention_under_bf16_autocast_matches_the_explicit_path():
     q, k, v = (torch.randn(2, 3, 7, 8) for _ in range(3))
     ids = torch.tensor([[5, 6, 7, 8, 9, 0, 0], [5, 6, 7, 8, 9, 4, 3]])
-    mask = decoder_mask(ids, pad_id=0)                                        # (B, 1, T, T)
+    mask = decoder_mask(ids, pad_id=0)  # (B, 1, T, T)
     expected, _ = attention(q.double(), k.double(), v.double(), mask)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = fused_attention(q, k, v, mask)
-    assert out.dtype == torch.bfloat16                       # what autocast would give
+    assert out.dtype == torch.bfloat16  # what autocast would give
     torch.testing.assert_close(out.double(), expected, atol=2e-2, rtol=2e-2)
     out16 = fused_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask)
     assert out16.dtype == torch.bfloat16
     torch.testing.assert_close(out16.double(), expected, atol=3e-2, rtol=3e-2)
-    exact = fused_attention(q.double(), k.double(), v.double(), mask)        # fp64 untouched
+    exact = fused_attention(q.double(), k.double(), v.double(), mask)  # fp64 untouched
     torch.testing.assert_close(exact, expected, atol=1e-12, rtol=1e-12)
 
 
@@ -212,9 +234,11 @@ def _qkv(d_k=8, d_k_keys=8, t_k=5, t_v=5):
 
 
 @pytest.mark.parametrize("fn", [attention, fused_attention], ids=["explicit", "fused"])
-@pytest.mark.parametrize("mask", [torch.zeros(4, 5), torch.ones(4, 5).tril(),
-                                  torch.ones(4, 5, dtype=torch.long)],
-                         ids=["float-zeros", "float-causal", "long"])
+@pytest.mark.parametrize(
+    "mask",
+    [torch.zeros(4, 5), torch.ones(4, 5).tril(), torch.ones(4, 5, dtype=torch.long)],
+    ids=["float-zeros", "float-causal", "long"],
+)
 def test_non_bool_masks_are_refused(fn, mask):
     q, k, v = _qkv()
     with pytest.raises(TypeError, match=r"mask must have dtype torch.bool \(True = may attend\)"):

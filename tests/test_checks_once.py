@@ -1,5 +1,6 @@
 """Each argument is checked once on its way through the model: the stack checks it, the
 layers it calls do not check it again; a layer called on its own still checks its inputs."""
+
 import importlib
 import threading
 
@@ -14,8 +15,10 @@ from transformer_lib.masks import padding_mask
 from transformer_lib.model import Transformer
 
 B, S, T = 2, 7, 5
-MODULES = [importlib.import_module(f"transformer_lib.{name}")   # not the package's functions
-           for name in ("checks", "attention", "encoder", "decoder", "model", "positional")]
+MODULES = [
+    importlib.import_module(f"transformer_lib.{name}")  # not the package's functions
+    for name in ("checks", "attention", "encoder", "decoder", "model", "positional")
+]
 
 
 def tiny(N):
@@ -34,6 +37,7 @@ def counted(monkeypatch):
             if name != "check_attention_inputs" or not inputs_checked():
                 calls[name] += 1
             return real(*args, **kwargs)
+
         return check
 
     for name in calls:
@@ -71,8 +75,11 @@ def test_decode_with_a_cache_checks_each_argument_once(counted, N):
 @pytest.mark.parametrize("N", [1, 3])
 def test_a_decoder_called_alone_checks_its_inputs_once(counted, N):
     stack = tiny(N).decoder
-    stack(torch.randn(B, T, 32), torch.randn(B, S, 32), memory_mask=torch.ones(B, 1, 1, S,
-                                                                               dtype=torch.bool))
+    stack(
+        torch.randn(B, T, 32),
+        torch.randn(B, S, 32),
+        memory_mask=torch.ones(B, 1, 1, S, dtype=torch.bool),
+    )
     assert counted == {"check_mask": 2, "check_sequence": 2, "check_attention_inputs": 0}
 
 
@@ -81,8 +88,11 @@ def test_an_encoder_called_alone_checks_its_inputs_once(counted, N):
     stack = tiny(N).encoder
     stack(torch.randn(B, S, 32), torch.ones(B, 1, 1, S, dtype=torch.bool))
     assert counted == {"check_mask": 1, "check_sequence": 1, "check_attention_inputs": 0}
-    with pytest.raises(ValueError, match=r"^mask of shape \(2, 1, 1, 6\) does not broadcast to "
-                                         r"\(B, H, T_q, T_k\) = \(2, 4, 7, 7\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^mask of shape \(2, 1, 1, 6\) does not broadcast to "
+        r"\(B, H, T_q, T_k\) = \(2, 4, 7, 7\)$",
+    ):
         stack(torch.randn(B, S, 32), torch.ones(B, 1, 1, S - 1, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"^x must have shape \(B, L, 32\), got \(2, 7, 16\)$"):
         stack(torch.randn(B, S, 16))
@@ -92,15 +102,21 @@ def test_a_layer_called_alone_checks_its_inputs(counted):
     layer = EncoderLayer(TransformerConfig.tiny(64))
     layer(torch.randn(B, S, 32), torch.ones(B, 1, 1, S, dtype=torch.bool))
     assert counted == {"check_mask": 1, "check_sequence": 1, "check_attention_inputs": 0}
-    with pytest.raises(ValueError, match=r"^mask of shape \(2, 1, 1, 6\) does not broadcast to "
-                                         r"\(B, H, T_q, T_k\) = \(2, 4, 7, 7\)$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^mask of shape \(2, 1, 1, 6\) does not broadcast to "
+        r"\(B, H, T_q, T_k\) = \(2, 4, 7, 7\)$",
+    ):
         layer(torch.randn(B, S, 32), torch.ones(B, 1, 1, S - 1, dtype=torch.bool))
 
 
 def test_a_layer_taken_out_of_the_model_still_checks():
     layer = tiny(2).encoder.layers[0]
-    with pytest.raises(TypeError, match=r"^mask must have dtype torch.bool \(True = may "
-                                        r"attend\), got torch.float32$"):
+    with pytest.raises(
+        TypeError,
+        match=r"^mask must have dtype torch.bool \(True = may "
+        r"attend\), got torch.float32$",
+    ):
         layer(torch.randn(B, S, 32), torch.ones(B, 1, 1, S))
 
 
@@ -112,19 +128,38 @@ def test_the_functions_check_when_called_alone():
         fused_attention(q, torch.randn(B, 4, S, 4), torch.randn(B, 4, S, 8))
 
 
-@pytest.mark.parametrize("call, error, match", [
-    (lambda net, memory: net.decode(ids(B, T), memory[..., :16]), ValueError,
-     r"^memory must have shape \(B, L, 32\), got \(2, 7, 16\)$"),
-    (lambda net, memory: net.decode(ids(B, T), memory.long()), TypeError,
-     r"^memory must be a floating-point tensor, got dtype torch.int64$"),
-    (lambda net, memory: net.decoder(torch.randn(B, T, 32), memory,
-                                     memory_mask=torch.ones(B, 1, T, S + 1, dtype=torch.bool)),
-     ValueError, r"^memory_mask of shape \(2, 1, 5, 8\) does not broadcast to \(B, H, T_q, "
-                 r"T_k\) = \(2, 4, 5, 7\)$"),
-    (lambda net, memory: net.decoder(torch.randn(B, T, 32), memory,
-                                     tgt_mask=torch.ones(T, T)), TypeError,
-     r"^tgt_mask must have dtype torch.bool \(True = may attend\), got torch.float32$"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (
+            lambda net, memory: net.decode(ids(B, T), memory[..., :16]),
+            ValueError,
+            r"^memory must have shape \(B, L, 32\), got \(2, 7, 16\)$",
+        ),
+        (
+            lambda net, memory: net.decode(ids(B, T), memory.long()),
+            TypeError,
+            r"^memory must be a floating-point tensor, got dtype torch.int64$",
+        ),
+        (
+            lambda net, memory: net.decoder(
+                torch.randn(B, T, 32),
+                memory,
+                memory_mask=torch.ones(B, 1, T, S + 1, dtype=torch.bool),
+            ),
+            ValueError,
+            r"^memory_mask of shape \(2, 1, 5, 8\) does not broadcast to \(B, H, T_q, "
+            r"T_k\) = \(2, 4, 5, 7\)$",
+        ),
+        (
+            lambda net, memory: net.decoder(
+                torch.randn(B, T, 32), memory, tgt_mask=torch.ones(T, T)
+            ),
+            TypeError,
+            r"^tgt_mask must have dtype torch.bool \(True = may attend\), got torch.float32$",
+        ),
+    ],
+)
 def test_what_the_layers_no_longer_check_the_stack_does(call, error, match):
     net = tiny(2)
     memory = net.encode(ids(B, S))

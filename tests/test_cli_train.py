@@ -1,5 +1,6 @@
 """The training command line checks what it can before training, and says in one line
 what went wrong and how to go on (transformer_lib.cli.train_command, train_checks, stopping)."""
+
 from pathlib import Path
 
 import pytest
@@ -43,15 +44,28 @@ def test_out_naming_an_existing_file(tmp_path, capsys, no_training):
 def test_validation_file_that_never_fits(tmp_path, capsys, no_training):
     long = " ".join(f"w{i}" for i in range(40))
     valid = tsv(tmp_path / "valid.tsv", [f"{long}\tx", f"{long} {long}\ty"])
-    err = usage_error(capsys, [*corpus_args(tmp_path, valid=valid), "--max-len", "24",
-                               "--vocab-size", "60", "--out", str(tmp_path / "r")])
+    err = usage_error(
+        capsys,
+        [
+            *corpus_args(tmp_path, valid=valid),
+            "--max-len",
+            "24",
+            "--vocab-size",
+            "60",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+    )
     assert f"--valid-file {valid}: none of its 2 sources fits" in err and "max_len=24" in err
 
 
-@pytest.mark.parametrize("line,message", [
-    ("no tab here", "--train-file: {}, line 2: expected 'source<TAB>target'"),
-    ("\tonly target", "--train-file: {}, line 2: the source side is empty"),
-])
+@pytest.mark.parametrize(
+    "line,message",
+    [
+        ("no tab here", "--train-file: {}, line 2: expected 'source<TAB>target'"),
+        ("\tonly target", "--train-file: {}, line 2: the source side is empty"),
+    ],
+)
 def test_corpus_errors_name_flag_file_and_line(tmp_path, capsys, no_training, line, message):
     train = tsv(tmp_path / "train.tsv", ["a\tb", line])
     err = usage_error(capsys, [*corpus_args(tmp_path, train=train), "--out", str(tmp_path / "r")])
@@ -59,8 +73,9 @@ def test_corpus_errors_name_flag_file_and_line(tmp_path, capsys, no_training, li
 
 
 def test_model_size_errors_are_usage_errors(tmp_path, capsys, no_training):
-    err = usage_error(capsys, [*DATES, "--d-model", "30", "--heads", "4",
-                               "--out", str(tmp_path / "r")])
+    err = usage_error(
+        capsys, [*DATES, "--d-model", "30", "--heads", "4", "--out", str(tmp_path / "r")]
+    )
     assert "--d-model 30" in err and "--heads 4" in err and "divisible" in err
 
 
@@ -70,8 +85,10 @@ def test_no_training_pair_fits(tmp_path, capsys, no_training):
 
 
 def test_vocab_size_below_what_the_corpus_needs_gets_a_note(tmp_path, capsys):
-    assert train_cli.main([*corpus_args(tmp_path), "--vocab-size", "8",
-                           "--out", str(tmp_path / "r")]) == 0
+    assert (
+        train_cli.main([*corpus_args(tmp_path), "--vocab-size", "8", "--out", str(tmp_path / "r")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "note: --vocab-size 8 is below what the corpus needs" in out
     vocab = load_checkpoint(tmp_path / "r" / "checkpoint.pt")["config"]["src_vocab_size"]
@@ -79,8 +96,9 @@ def test_vocab_size_below_what_the_corpus_needs_gets_a_note(tmp_path, capsys):
 
 
 def test_vocab_size_that_leaves_no_room_is_refused(tmp_path, capsys, no_training):
-    err = usage_error(capsys, [*corpus_args(tmp_path), "--vocab-size", "4",
-                               "--out", str(tmp_path / "r")])
+    err = usage_error(
+        capsys, [*corpus_args(tmp_path), "--vocab-size", "4", "--out", str(tmp_path / "r")]
+    )
     assert "--vocab-size must be > 4" in err
 
 
@@ -94,7 +112,8 @@ def test_device_cuda_without_cuda(tmp_path, capsys, no_training, device):
 
 def test_override_needs_resume(tmp_path, capsys, no_training):
     assert "--override only applies with --resume" in usage_error(
-        capsys, [*DATES, "--override", "--out", str(tmp_path / "r")])
+        capsys, [*DATES, "--override", "--out", str(tmp_path / "r")]
+    )
 
 
 @pytest.fixture
@@ -107,22 +126,51 @@ def two_steps(tmp_path):
 def test_resume_with_other_flags_is_refused_with_the_list(two_steps, capsys, monkeypatch):
     capsys.readouterr()
     monkeypatch.setattr(trainer_mod.Trainer, "fit", lambda self: pytest.fail("trained"))
-    err = usage_error(capsys, [*DATES, "--steps", "4", "--seed", "1", "--max-tokens", "300",
-                               "--out", str(two_steps), "--resume"])
+    err = usage_error(
+        capsys,
+        [
+            *DATES,
+            "--steps",
+            "4",
+            "--seed",
+            "1",
+            "--max-tokens",
+            "300",
+            "--out",
+            str(two_steps),
+            "--resume",
+        ],
+    )
     assert "--seed 1 (checkpoint: 0)" in err and "--max-tokens 300 (checkpoint: 150)" in err
     assert "--override" in err and "--steps" in err and "may change" in err
-    err = usage_error(capsys, [*DATES, "--steps", "4", "--n-train", "80",
-                               "--out", str(two_steps), "--resume"])
+    err = usage_error(
+        capsys, [*DATES, "--steps", "4", "--n-train", "80", "--out", str(two_steps), "--resume"]
+    )
     assert "--n-train 80 (checkpoint: 60)" in err
-    err = usage_error(capsys, [*DATES, "--steps", "4", "--d-model", "32",
-                               "--out", str(two_steps), "--resume"])
+    err = usage_error(
+        capsys, [*DATES, "--steps", "4", "--d-model", "32", "--out", str(two_steps), "--resume"]
+    )
     assert "--d-model 32 (checkpoint: 16)" in err and "fixes the model" in err
 
 
 def test_resume_with_override_goes_on_and_says_so(two_steps, capsys):
     capsys.readouterr()
-    assert train_cli.main([*DATES, "--steps", "3", "--seed", "1", "--out", str(two_steps),
-                           "--resume", "--override"]) == 0
+    assert (
+        train_cli.main(
+            [
+                *DATES,
+                "--steps",
+                "3",
+                "--seed",
+                "1",
+                "--out",
+                str(two_steps),
+                "--resume",
+                "--override",
+            ]
+        )
+        == 0
+    )
     assert "note: --override: continuing with --seed 1 (checkpoint: 0)" in capsys.readouterr().out
     ck = load_checkpoint(two_steps / "checkpoint.pt")
     assert ck["step"] == 3 and ck["settings"]["seed"] == 1
@@ -146,8 +194,7 @@ def test_resume_of_a_file_that_is_not_a_checkpoint(tmp_path, capsys):
     assert "is not a checkpoint" in err and "weights_only" not in err
 
 
-def test_disk_full_keeps_the_last_checkpoint_and_says_how_to_resume(tmp_path, capsys,
-                                                                     monkeypatch):
+def test_disk_full_keeps_the_last_checkpoint_and_says_how_to_resume(tmp_path, capsys, monkeypatch):
     real, calls = trainer_mod.save_checkpoint, []
 
     def save(path, state):
@@ -155,6 +202,7 @@ def test_disk_full_keeps_the_last_checkpoint_and_says_how_to_resume(tmp_path, ca
         if state["step"] == 4:
             raise OSError(28, "No space left on device")
         real(path, state)
+
     monkeypatch.setattr(trainer_mod, "save_checkpoint", save)
     out = tmp_path / "r"
     code = train_cli.main([*DATES, "--steps", "6", "--save-every", "2", "--out", str(out)])
@@ -168,6 +216,7 @@ def test_disk_full_keeps_the_last_checkpoint_and_says_how_to_resume(tmp_path, ca
 def test_interrupted_before_training(tmp_path, capsys, monkeypatch):
     def interrupted(*a):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(train_cli, "prepare", interrupted)
     assert train_cli.main([*DATES, "--out", str(tmp_path / "r")]) == 130
     err = capsys.readouterr().err

@@ -3,6 +3,7 @@
 decks open offline in Chromium with no failed and no outside request; the answer key covers
 every exercise; marking is idempotent and touches nothing but the slide metadata.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,8 +24,9 @@ from tools.output_folder import OutputFolderError
 
 ROOT = Path(__file__).resolve().parent.parent
 
-NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
-                   if "appendix" not in p.stem)              # the kit teaches 01-09
+NOTEBOOKS = sorted(
+    p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if "appendix" not in p.stem
+)  # the kit teaches 01-09
 # Notebooks too long to run a second time in CI (07 trains for a minute, 08 decodes 1000
 # test dates several ways, 09 trains for four minutes and decodes 1000 verses): nbval already runs their cells top to bottom, so the test checks
 # that the student copy has exactly those cells, less the solutions, and runs its set-up
@@ -67,12 +69,14 @@ def kit(tmp_path_factory):
 
 # --- the build ----------------------------------------------------------------------------
 
+
 def test_kit_has_the_three_folders(kit):
     out, counts = kit
     assert sorted(counts) == NOTEBOOKS
     assert sorted(p.stem for p in (out / "student" / "notebooks").glob("*.ipynb")) == NOTEBOOKS
-    assert sorted(p.name for p in (out / "slides").glob("*.slides.html")) == \
-        [f"{n}.slides.html" for n in NOTEBOOKS]
+    assert sorted(p.name for p in (out / "slides").glob("*.slides.html")) == [
+        f"{n}.slides.html" for n in NOTEBOOKS
+    ]
     plans = {p.name for p in (out / "instructor").glob("*.md")}
     for name in NOTEBOOKS:
         assert f"{name}.md" in plans, f"no 90-minute lesson plan for {name}"
@@ -80,7 +84,9 @@ def test_kit_has_the_three_folders(kit):
     assert (out / "student" / "images" / "transformer_architecture.svg").exists()
     assert (out / "student" / "checkpoints" / "dates.pt").exists()
     # the student folder is a bundle (tests/test_student_bundle.py checks what it holds)
-    assert (out / "student" / "START_HERE.md").is_file() and (out / "student" / "start.py").is_file()
+    assert (out / "student" / "START_HERE.md").is_file() and (
+        out / "student" / "start.py"
+    ).is_file()
     assert (out / "transformer-series-student.zip").is_file()
 
 
@@ -91,16 +97,19 @@ def test_kit_has_quizzes_for_students_and_instructors_and_the_course_pages(kit):
         teacher = (out / "instructor" / "quizzes" / f"{name}.md").read_text(encoding="utf-8")
         assert "**Answer:**" in teacher and "**Answer:**" not in student, name
     for page in ("syllabus.md", "misconceptions.md", "lectures_50min.md"):
-        assert (out / "instructor" / page).read_text(encoding="utf-8") == \
-            (ROOT / "course" / page).read_text(encoding="utf-8")
+        assert (out / "instructor" / page).read_text(encoding="utf-8") == (
+            ROOT / "course" / page
+        ).read_text(encoding="utf-8")
     with zipfile.ZipFile(out / "transformer-series-student.zip") as z:
         assert any(n.endswith("quizzes/03_attention.md") for n in z.namelist())
 
 
 def test_build_refuses_to_replace_a_folder_it_did_not_make(tmp_path):
     (tmp_path / "precious.txt").write_text("keep me")
-    with pytest.raises(OutputFolderError, match="a non-empty folder that no earlier build "
-                                                "wrote \\(no .course-kit file\\)"):
+    with pytest.raises(
+        OutputFolderError,
+        match="a non-empty folder that no earlier build wrote \\(no .course-kit file\\)",
+    ):
         build_course.build(tmp_path, log=lambda *args: None)
     assert (tmp_path / "precious.txt").read_text() == "keep me"
 
@@ -114,20 +123,25 @@ def test_student_notebook_holds_no_solution(kit, name):
     assert not any(build_course.is_solution(c) for c in copy_["cells"])
     for cell in solutions:
         # the lines that only the solution has (not the stub's signature, not the check call)
-        own = [line.strip() for line in src(cell).splitlines()
-               if len(line.strip()) > 12 and line.strip() not in others]
+        own = [
+            line.strip()
+            for line in src(cell).splitlines()
+            if len(line.strip()) > 12 and line.strip() not in others
+        ]
         leaked = [line for line in own if line in text]
         assert not leaked, f"{name}: the student copy contains solution lines {leaked}"
         # and every function or class the solution defines is, in the copy, only a stub
         names = build_course.defined_names(src(cell))
         assert names or own, f"{name}: cannot tell this solution apart: {src(cell)[:80]!r}"
         for defined in names:
-            bodies = [src(c) for c in copy_["cells"]
-                      if defined in build_course.defined_names(src(c))]
+            bodies = [
+                src(c) for c in copy_["cells"] if defined in build_course.defined_names(src(c))
+            ]
             assert bodies, f"{name}: the student copy lacks the stub of {defined}"
             last = bodies[-1]
-            assert "raise NotImplementedError" in last, \
+            assert "raise NotImplementedError" in last, (
                 f"{name}: the last definition of {defined} in the student copy is not a stub"
+            )
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -141,8 +155,9 @@ def test_student_notebook_keeps_everything_else(kit, name):
         if before["cell_type"] == "code":
             assert src(before) == src(after), f"{name}: code cell {i} changed"
             if i >= start:
-                assert after["outputs"] == [] and after["execution_count"] is None, \
+                assert after["outputs"] == [] and after["execution_count"] is None, (
                     f"{name}: exercise cell {i} keeps its outputs"
+                )
             else:
                 assert after["outputs"] == before["outputs"], f"{name}: cell {i} lost outputs"
         elif "solution" not in src(before).lower():
@@ -150,15 +165,25 @@ def test_student_notebook_keeps_everything_else(kit, name):
 
 
 def test_solution_regions_become_stubs_and_orphan_solutions_are_refused():
-    stub = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
-            "source": "def f(x):\n    # BEGIN SOLUTION\n    return 2 * x\n    # END SOLUTION\n"}
+    stub = {
+        "cell_type": "code",
+        "metadata": {},
+        "outputs": [],
+        "execution_count": 1,
+        "source": "def f(x):\n    # BEGIN SOLUTION\n    return 2 * x\n    # END SOLUTION\n",
+    }
     heading = {"cell_type": "markdown", "metadata": {}, "source": "## Exercises"}
     nb = {"cells": [heading, stub], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     out = build_course.student_notebook(nb, "synthetic")
     assert src(out["cells"][1]) == "def f(x):\n    raise NotImplementedError\n"
     assert out["cells"][1]["execution_count"] is None
-    orphan = {"cell_type": "code", "metadata": {"tags": ["solution"]}, "outputs": [],
-              "execution_count": 2, "source": "def g(x):\n    return x\n"}
+    orphan = {
+        "cell_type": "code",
+        "metadata": {"tags": ["solution"]},
+        "outputs": [],
+        "execution_count": 2,
+        "source": "def g(x):\n    return x\n",
+    }
     nb["cells"].append(orphan)
     with pytest.raises(build_course.BuildError, match=r"synthetic, cell 2: .*\['g'\]"):
         build_course.student_notebook(nb, "synthetic")
@@ -169,8 +194,9 @@ def run_cells(cells: list, name: str, cwd: Path) -> nbformat.NotebookNode:
     nb.cells = [nbformat.from_dict(copy.deepcopy(c)) for c in cells]
     for cell in nb.cells:
         cell.source = src(cell)
-    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd)}})
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
     client.execute()
     return nb
 
@@ -183,8 +209,9 @@ def check_outputs(cells) -> list:
     lines = []
     for cell in cells:
         if cell.cell_type == "code" and CHECK_CALL.search(cell.source):
-            text = "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "")
-                           for o in cell.outputs)
+            text = "".join(
+                o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell.outputs
+            )
             lines.append(text.strip().splitlines()[0] if text.strip() else "(no output)")
     return lines
 
@@ -197,11 +224,14 @@ def test_student_notebook_runs_and_checks_say_not_yet(kit, name):
     start = build_course.exercises_start(copy_)
     if name in LONG:
         kept = [c for c in shown(name)["cells"] if not build_course.is_solution(c)]
-        assert [src(c) for c in cells if c["cell_type"] == "code"] == \
-            [src(c) for c in kept if c["cell_type"] == "code"], \
-            f"{name}: the student copy's code cells differ from the original's"
-        first_section = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
-                             and mark_slides.headings(src(c), 2))
+        assert [src(c) for c in cells if c["cell_type"] == "code"] == [
+            src(c) for c in kept if c["cell_type"] == "code"
+        ], f"{name}: the student copy's code cells differ from the original's"
+        first_section = next(
+            i
+            for i, c in enumerate(cells)
+            if c["cell_type"] == "markdown" and mark_slides.headings(src(c), 2)
+        )
         cells = cells[:first_section] + cells[start:]
         start = first_section
     start_time = time.perf_counter()
@@ -222,8 +252,7 @@ def test_answer_key_has_every_exercise_with_its_reason(kit):
             title = f"### {name[:2]} · Exercise {ex.number}"
             assert title in key, f"answer key lacks {title}"
             part = key.split(title, 1)[1].split("\n### ", 1)[0]
-            label = "**Why it is right.** " if ex.solution is not None else \
-                "**What to look for.** "
+            label = "**Why it is right.** " if ex.solution is not None else "**What to look for.** "
             assert label in part and len(part.split(label)[1]) > 80, f"{title}: no reason"
             if ex.solution is not None:
                 assert ex.solution in part
@@ -243,8 +272,11 @@ def test_answer_key_refuses_missing_or_stale_notes():
 
 # --- the decks ----------------------------------------------------------------------------
 
-EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//"""
-                      r"""|@import\s+["']?(?:https?:)?//|from\s+["'](?:https?:)?//""", re.I)
+EXTERNAL = re.compile(
+    r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//"""
+    r"""|@import\s+["']?(?:https?:)?//|from\s+["'](?:https?:)?//""",
+    re.I,
+)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -254,14 +286,16 @@ def test_deck_refers_to_nothing_outside_the_kit(kit, name):
     # links a reader may choose to follow are not loads; everything else must be local
     loads = re.sub(r"<a\s[^>]*>", "<a>", html)
     assert not EXTERNAL.findall(loads), f"{name}: loads from outside the kit"
-    assert not re.findall(r"https?://", loads), \
+    assert not re.findall(r"https?://", loads), (
         f"{name}: addresses outside the kit: {re.findall(r'.{40}https?://.{40}', loads)[:3]}"
+    )
     for asset in re.findall(r"""<(?:script|link)[^>]*(?:src|href)="([^"]+)\"""", html):
         path = out / "slides" / asset.split("?")[0]
         assert path.is_file(), f"{name}: {asset} is not in the kit"
-    assert FEWEST_SLIDES <= counts[name] <= MOST_SLIDES, \
-        f"{name}: {counts[name]} slides; a talk of about one slide a minute wants " \
+    assert FEWEST_SLIDES <= counts[name] <= MOST_SLIDES, (
+        f"{name}: {counts[name]} slides; a talk of about one slide a minute wants "
         f"{FEWEST_SLIDES}-{MOST_SLIDES} (tune course/slide_overrides.json)"
+    )
 
 
 def test_decks_open_offline_in_chromium(kit):
@@ -272,20 +306,23 @@ def test_decks_open_offline_in_chromium(kit):
             log = RequestLog(page)
             page.goto((out / "slides" / f"{name}.slides.html").as_uri(), wait_until="load")
             page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
-            page.wait_for_function("window.MathJax && MathJax.startup && "
-                                   "MathJax.startup.promise", timeout=30_000)
+            page.wait_for_function(
+                "window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000
+            )
             page.evaluate("MathJax.startup.promise.then(() => true)")  # typeset
             assert page.evaluate("Reveal.getTotalSlides()") == counts[name], name
-            assert page.evaluate("document.querySelectorAll('mjx-container svg').length") > 0 or \
-                "$" not in "".join(src(c) for c in original(name)["cells"][:1])
+            assert page.evaluate(
+                "document.querySelectorAll('mjx-container svg').length"
+            ) > 0 or "$" not in "".join(src(c) for c in original(name)["cells"][:1])
             title = page.evaluate("Reveal.getCurrentSlide().querySelector('h1').textContent")
             assert title.startswith(name[:2]), f"{name}: first slide shows {title!r}"
             page.screenshot(path=str(screenshot_path(f"course_{name}_slide1.png")))
             assert log.failed == [], f"{name}: failed requests {log.failed}"
             assert log.outside == [], f"{name}: requests outside the kit {log.outside}"
-            assert page.evaluate("document.querySelectorAll('[data-mml-node=merror]')"
-                                 ".length") == 0, f"{name}: a formula MathJax cannot read"
-            assert len(log.requests) > 5      # the deck, reveal.js's styles and scripts, MathJax
+            assert (
+                page.evaluate("document.querySelectorAll('[data-mml-node=merror]').length") == 0
+            ), f"{name}: a formula MathJax cannot read"
+            assert len(log.requests) > 5  # the deck, reveal.js's styles and scripts, MathJax
             page.close()
 
 
@@ -295,7 +332,8 @@ def test_deck_build_is_reproducible(kit, tmp_path):
     nb = build_course.read_notebook(ROOT / "notebooks" / f"{name}.ipynb")
     body, _ = build_course.slides_exporter().from_notebook_node(
         nbformat.reads(json.dumps(build_course.slide_cells(nb)), as_version=4),
-        resources={"metadata": {"name": name}})
+        resources={"metadata": {"name": name}},
+    )
     again = build_course.strip_css_comments(body)
     assert again == (out / "slides" / f"{name}.slides.html").read_text(encoding="utf-8")
     student_again = mark_slides.dumps(build_course.student_notebook(nb, name))
@@ -303,6 +341,7 @@ def test_deck_build_is_reproducible(kit, tmp_path):
 
 
 # --- the slide marking --------------------------------------------------------------------
+
 
 def without_slideshow(nb: dict) -> dict:
     nb = copy.deepcopy(nb)
@@ -324,8 +363,9 @@ def test_mark_slides_is_idempotent_and_changes_only_slide_metadata(name):
     for cell, kind in zip(once["cells"], types):
         if build_course.is_solution(cell):
             assert kind == "skip", f"{name}: a solution is on a slide"
-    assert mark_slides.unmatched_overrides(nb, overrides.get(name, ())) == [], \
+    assert mark_slides.unmatched_overrides(nb, overrides.get(name, ())) == [], (
         f"course/slide_overrides.json: overrides of {name} that match no cell"
+    )
 
 
 def test_mark_slides_command_marks_in_place_and_check_reports(tmp_path, capsys):
@@ -333,7 +373,7 @@ def test_mark_slides_command_marks_in_place_and_check_reports(tmp_path, capsys):
     raw = mark_slides.dumps(without_slideshow(original(NOTEBOOKS[0])))
     path.write_text(raw, encoding="utf-8")
     assert mark_slides.main(["--check", str(path)]) == 1
-    assert path.read_text(encoding="utf-8") == raw            # --check changes nothing
+    assert path.read_text(encoding="utf-8") == raw  # --check changes nothing
     assert mark_slides.main([str(path)]) == 0
     marked = path.read_text(encoding="utf-8")
     assert marked != raw and mark_slides.is_marked(json.loads(marked))
@@ -355,6 +395,7 @@ def test_bad_override_is_refused(tmp_path):
 
 def test_jupyterlab_rise_is_installed_for_dev_sh_lab():
     from importlib.metadata import version
+
     assert version("jupyterlab_rise")
     extension = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "jupyterlab-rise"
     assert (extension / "package.json").is_file(), "JupyterLab would not offer RISE"
@@ -373,8 +414,9 @@ NOTEBOOK_TOKEN = re.compile(r"(?<![\d:.,])(0[1-9])(?![\d:.])")
 OUTSIDE = re.compile(r"learners?'?\s+(?:mistake|notebook)\s+\d", re.I)
 MD_FILE = re.compile(r"\b[\w-]+\.md\b")
 # the pages a plan may name: the project's own, and the answer key the build writes
-OWN_PAGES = {p.name for p in ROOT.glob("**/*.md") if ".venv" not in p.parts
-             and "build" not in p.parts} | {"answer_key.md", "NN_name.md"}
+OWN_PAGES = {
+    p.name for p in ROOT.glob("**/*.md") if ".venv" not in p.parts and "build" not in p.parts
+} | {"answer_key.md", "NN_name.md"}
 ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth"]
 
 
@@ -393,8 +435,7 @@ def notebook_facts(name: str) -> dict:
         elif inside and re.match(r"^\*\*[^*]+\*\*", line):
             pitfalls += 1
     text = "\n".join(src(c) for c in nb["cells"])
-    return {"sections": sections, "exercises": exercise_numbers, "pitfalls": pitfalls,
-            "text": text}
+    return {"sections": sections, "exercises": exercise_numbers, "pitfalls": pitfalls, "text": text}
 
 
 def plan_units(text: str) -> list:
@@ -414,20 +455,23 @@ def plan_references(plan: Path) -> list:
     own = plan.stem[:2] if plan.stem[:2].isdigit() else None
     found = []
     for unit in plan_units(plan.read_text(encoding="utf-8")):
+
         def notebook_at(pos):
             if own:
                 named = re.findall(r"notebook\s+(0[1-9])", unit[:pos])
                 return named[-1] if named else own
             tokens = NOTEBOOK_TOKEN.findall(unit[:pos])
             return tokens[-1] if tokens else None
+
         for m in SECTION_REF.finditer(unit):
             first, last = int(m.group(1)), int(m.group(2) or m.group(1))
             for n in range(first, last + 1):
                 found.append((m.group(3) or notebook_at(m.start()), "§", n, unit))
         for m in EXERCISE_REF.finditer(unit):
             first, last = int(m.group(1)), int(m.group(2) or m.group(1))
-            numbers = range(first, last + 1) if "–" in m.group(0) or "-" in m.group(0) \
-                else {first, last}
+            numbers = (
+                range(first, last + 1) if "–" in m.group(0) or "-" in m.group(0) else {first, last}
+            )
             for n in numbers:
                 found.append((notebook_at(m.start()), "exercise", n, unit))
         for m in PITFALL_REF.finditer(unit):
@@ -444,15 +488,20 @@ def unresolved(plan: Path) -> list:
     bad = []
     for notebook, kind, value, unit in plan_references(plan):
         candidates = [notebook] if notebook else sorted(names)
-        if kind in ("Figure", "Table"):     # the paper's, shown in a notebook the unit names
+        if kind in ("Figure", "Table"):  # the paper's, shown in a notebook the unit names
             candidates += re.findall(r"notebook\s+(0[1-9])", unit)
         ok = False
         for nb in candidates:
             f = facts.setdefault(nb, notebook_facts(names[nb]))
-            ok = ok or (value in f["sections"] if kind == "§" else
-                        value in f["exercises"] if kind == "exercise" else
-                        value <= f["pitfalls"] if kind == "pitfall" else
-                        f"{kind} {value}" in f["text"])
+            ok = ok or (
+                value in f["sections"]
+                if kind == "§"
+                else value in f["exercises"]
+                if kind == "exercise"
+                else value <= f["pitfalls"]
+                if kind == "pitfall"
+                else f"{kind} {value}" in f["text"]
+            )
         if not ok:
             bad.append(f"{notebook or 'any notebook'} {kind} {value}: {unit.strip()[:90]!r}")
     return bad
@@ -471,12 +520,20 @@ def test_every_reference_of_a_plan_exists_in_its_notebook(plan):
 
 def test_plan_reference_parser_reads_ranges_notebooks_and_ordinals(tmp_path):
     plan = tmp_path / "course_x.md"
-    plan.write_text("| 0:10 | 20 | 02 | §3–4 briefly; §3.5 of the paper | **02 Ex. 1** |\n\n"
-                    "Homework: 01 exercises 2 and\n3, then §6 of 08 and 03's third pitfall.\n")
+    plan.write_text(
+        "| 0:10 | 20 | 02 | §3–4 briefly; §3.5 of the paper | **02 Ex. 1** |\n\n"
+        "Homework: 01 exercises 2 and\n3, then §6 of 08 and 03's third pitfall.\n"
+    )
     refs = {(nb, kind, n) for nb, kind, n, _ in plan_references(plan)}
-    assert refs == {("02", "§", 3), ("02", "§", 4), ("02", "exercise", 1),
-                    ("01", "exercise", 2), ("01", "exercise", 3), ("08", "§", 6),
-                    ("03", "pitfall", 3)}
+    assert refs == {
+        ("02", "§", 3),
+        ("02", "§", 4),
+        ("02", "exercise", 1),
+        ("01", "exercise", 2),
+        ("01", "exercise", 3),
+        ("08", "§", 6),
+        ("03", "pitfall", 3),
+    }
     plan.write_text("| 0:00 | 5 | 01 | §9 and Exercise 7 and the fifth pitfall, Figure 9 |\n")
     assert len(unresolved(plan)) == 4
 
@@ -505,18 +562,20 @@ def test_a_plans_clock_adds_up(plan):
     sessions = [[rows[0]]]
     for row in rows[1:]:
         if row[0] < sessions[-1][-1][0]:
-            sessions.append([])                     # a second session starts at 0:00 again
+            sessions.append([])  # a second session starts at 0:00 again
         sessions[-1].append(row)
     for session in sessions:
         for (start, length, line), (following, _, _) in zip(session, session[1:]):
-            assert start + length == following, \
-                f"{plan}: {line.strip()[:60]!r} ends at {start + length}, the next row " \
+            assert start + length == following, (
+                f"{plan}: {line.strip()[:60]!r} ends at {start + length}, the next row "
                 f"starts at {following} (minutes)"
+            )
     ends = [s[-1][0] + s[-1][1] - s[0][0] for s in sessions]
     if plan == "course_1_day.md":
         assert sessions[0][0][0] == minutes("09:00") and ends == [8 * 60]
-        teaching = sum(length for _, length, line in rows
-                       if not re.search(r"\|\s*(break|lunch)", line))
+        teaching = sum(
+            length for _, length, line in rows if not re.search(r"\|\s*(break|lunch)", line)
+        )
         assert teaching == 390, f"'six and a half hours of teaching', the table has {teaching}"
     elif plan == "course_2_sessions.md":
         assert ends == [180, 180]
@@ -524,17 +583,25 @@ def test_a_plans_clock_adds_up(plan):
         assert ends == [90], f"{plan}: a 90-minute session lasts {ends} minutes"
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda tmp: tmp / "file", "--out: {out} is a file, not a folder; give a folder"),
-    (lambda tmp: tmp / "file" / "sub",
-     "--out: cannot create {out}: {tmp}/file is a file, not a folder"),
-    (lambda tmp: Path("/proc/nope"),
-     "--out: cannot create /proc/nope (No such file or directory)"),
-    (lambda tmp: ROOT, "--out: {out} holds the repository {out}; replacing it would delete"),
-    (lambda tmp: ROOT / "notebooks", "--out: {out} is inside the sources (notebooks/ of the"),
-])
-def test_an_unsafe_kit_folder_or_one_that_cannot_be_made_is_one_usage_line(tmp_path, capsys,
-                                                                          make, message):
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda tmp: tmp / "file", "--out: {out} is a file, not a folder; give a folder"),
+        (
+            lambda tmp: tmp / "file" / "sub",
+            "--out: cannot create {out}: {tmp}/file is a file, not a folder",
+        ),
+        (
+            lambda tmp: Path("/proc/nope"),
+            "--out: cannot create /proc/nope (No such file or directory)",
+        ),
+        (lambda tmp: ROOT, "--out: {out} holds the repository {out}; replacing it would delete"),
+        (lambda tmp: ROOT / "notebooks", "--out: {out} is inside the sources (notebooks/ of the"),
+    ],
+)
+def test_an_unsafe_kit_folder_or_one_that_cannot_be_made_is_one_usage_line(
+    tmp_path, capsys, make, message
+):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(SystemExit) as e:
         build_course.main(["--out", str(make(tmp_path))])

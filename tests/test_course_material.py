@@ -6,6 +6,7 @@ heading "## N." for a section); every "§" is a section of the paper; each 50-mi
 minutes add up to 50; the syllabus lists every notebook with the reading time and the number of
 exercises its opening cell and exercises give.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,13 +24,36 @@ COURSE = ROOT / "course"
 PAGES = ["syllabus.md", "misconceptions.md", "lectures_50min.md"]
 QUIZZES = quizzes.sources()
 # the paper's sections, for "§"
-PAPER = {"1", "2", "3", "3.1", "3.2", "3.2.1", "3.2.2", "3.2.3", "3.3", "3.4", "3.5", "4", "5",
-         "5.1", "5.2", "5.3", "5.4", "6", "6.1", "6.2", "6.3", "7"}
+PAPER = {
+    "1",
+    "2",
+    "3",
+    "3.1",
+    "3.2",
+    "3.2.1",
+    "3.2.2",
+    "3.2.3",
+    "3.3",
+    "3.4",
+    "3.5",
+    "4",
+    "5",
+    "5.1",
+    "5.2",
+    "5.3",
+    "5.4",
+    "6",
+    "6.1",
+    "6.2",
+    "6.3",
+    "7",
+}
 
 NUMBERS = r"\d+(?:\s*(?:,|and|or|to|–|-)\s*\d+)*"
 EXPLICIT_SECTION = re.compile(rf"notebook\s+(\d\d),?\s+(sections?)\s+({NUMBERS})", re.I)
 EXPLICIT_EXERCISE = re.compile(
-    rf"(exercises?)\s+({NUMBERS})(?:'s\s+check)?\s+of\s+notebook\s+(\d\d)", re.I)
+    rf"(exercises?)\s+({NUMBERS})(?:'s\s+check)?\s+of\s+notebook\s+(\d\d)", re.I
+)
 BARE = re.compile(rf"\b(sections?|exercises?)\s+({NUMBERS})", re.I)
 NOTEBOOK = re.compile(r"\bnotebooks?\s+(\d\d)\b", re.I)
 CONTEXT_HEADING = re.compile(r"^(#{1,4}) .*?\b(\d\d) · ")
@@ -63,7 +87,7 @@ FACTS = notebook_facts()
 
 
 def numbers(text: str) -> list:
-    """"5", "5 and 6", "1, 3 and 5", "5–6" -> the numbers they name (a range in full)."""
+    """ "5", "5 and 6", "1, 3 and 5", "5–6" -> the numbers they name (a range in full)."""
     found = [int(n) for n in re.findall(r"\d+", text)]
     if re.search(r"\d\s*(?:–|-|to)\s*\d", text) and len(found) == 2:
         return list(range(found[0], found[1] + 1))
@@ -77,8 +101,10 @@ def check_reference(kind: str, nb: str, values: list, where: str, problems: list
     have = FACTS[nb]["sections" if kind.lower().startswith("section") else "exercises"]
     for n in values:
         if n not in have:
-            problems.append(f"{where}: notebook {nb} ({FACTS[nb]['stem']}) has no "
-                            f"{kind.lower().rstrip('s')} {n}")
+            problems.append(
+                f"{where}: notebook {nb} ({FACTS[nb]['stem']}) has no "
+                f"{kind.lower().rstrip('s')} {n}"
+            )
 
 
 def line_contexts(text: str, default: str | None) -> list:
@@ -111,15 +137,25 @@ def reference_problems(text: str, default: str | None, name: str) -> list:
     References may wrap across lines ("notebook 03,\nsection 5")."""
     problems: list = []
     contexts = line_contexts(text, default)
-    line_of = lambda offset: text.count("\n", 0, offset)         # 0-based
-    taken = []                                                     # spans of explicit references
+    line_of = lambda offset: text.count("\n", 0, offset)  # 0-based
+    taken = []  # spans of explicit references
     for match in EXPLICIT_SECTION.finditer(text):
-        check_reference(match.group(2), match.group(1), numbers(match.group(3)),
-                        f"{name}:{line_of(match.start()) + 1}", problems)
+        check_reference(
+            match.group(2),
+            match.group(1),
+            numbers(match.group(3)),
+            f"{name}:{line_of(match.start()) + 1}",
+            problems,
+        )
         taken.append(match.span())
     for match in EXPLICIT_EXERCISE.finditer(text):
-        check_reference(match.group(1), match.group(3), numbers(match.group(2)),
-                        f"{name}:{line_of(match.start()) + 1}", problems)
+        check_reference(
+            match.group(1),
+            match.group(3),
+            numbers(match.group(2)),
+            f"{name}:{line_of(match.start()) + 1}",
+            problems,
+        )
         taken.append(match.span())
     for match in BARE.finditer(text):
         if any(a <= match.start() < b for a, b in taken):
@@ -129,12 +165,14 @@ def reference_problems(text: str, default: str | None, name: str) -> list:
         if contexts[line] is None:
             problems.append(f"{where}: '{match.group(0)}' names no notebook")
         else:
-            check_reference(match.group(1), contexts[line], numbers(match.group(2)), where,
-                            problems)
+            check_reference(
+                match.group(1), contexts[line], numbers(match.group(2)), where, problems
+            )
     for match in NOTEBOOK.finditer(text):
         if match.group(1) not in FACTS:
-            problems.append(f"{name}:{line_of(match.start()) + 1}: notebook {match.group(1)} "
-                            "does not exist")
+            problems.append(
+                f"{name}:{line_of(match.start()) + 1}: notebook {match.group(1)} does not exist"
+            )
     return sorted(problems, key=lambda p: int(p.split(":")[1]))
 
 
@@ -143,6 +181,7 @@ def course_notebooks() -> list:
 
 
 # --- the quizzes ----------------------------------------------------------------------------
+
 
 def test_one_quiz_per_course_notebook():
     assert [p.stem for p in QUIZZES] == course_notebooks()
@@ -154,8 +193,9 @@ def test_quiz_has_5_to_8_questions_each_with_an_answer_and_a_reason(path):
     assert 5 <= len(quiz.questions) <= 8, f"{path.name}: {len(quiz.questions)} questions"
     for q in quiz.questions:
         assert len(q.text) > 20 and len(q.answer) > 20 and len(q.why) > 20, (path.name, q.number)
-        assert re.search(r"\bsections?\s+\d", q.why, re.I), \
+        assert re.search(r"\bsections?\s+\d", q.why, re.I), (
             f"{path.name} Q{q.number}: the reason names no section of the notebook"
+        )
 
 
 @pytest.mark.parametrize("path", QUIZZES, ids=lambda p: p.stem)
@@ -166,7 +206,9 @@ def test_student_version_holds_no_answer_and_instructor_version_holds_all(path):
     for q in quiz.questions:
         assert q.text in student and q.text in instructor
         for secret in (q.answer, q.why):
-            assert secret not in student, f"{path.name} Q{q.number}: answer text in the student copy"
+            assert secret not in student, (
+                f"{path.name} Q{q.number}: answer text in the student copy"
+            )
             assert secret in instructor
         # no sentence of an answer leaks either (an answer's first sentence alone, say)
         for sentence in re.split(r"(?<=[.!?])\s+", q.answer):
@@ -192,11 +234,13 @@ def test_writes_student_and_instructor_folders(tmp_path):
     written = quizzes.write_instructor(tmp_path / "instructor")
     assert [p.name for p in students] == [p.name for p in QUIZZES]
     instructor = tmp_path / "instructor"
-    assert sorted(p.name for p in (instructor / "quizzes").glob("*.md")) == \
-        [p.name for p in QUIZZES]
+    assert sorted(p.name for p in (instructor / "quizzes").glob("*.md")) == [
+        p.name for p in QUIZZES
+    ]
     for page in PAGES:
-        assert (instructor / page).read_text(encoding="utf-8") == \
-            (COURSE / page).read_text(encoding="utf-8")
+        assert (instructor / page).read_text(encoding="utf-8") == (COURSE / page).read_text(
+            encoding="utf-8"
+        )
     assert len(written) == len(QUIZZES) + len(PAGES)
     first = (tmp_path / "student" / "quizzes" / QUIZZES[0].name).read_text(encoding="utf-8")
     assert "student version" in first and quizzes.ANSWER not in first
@@ -216,6 +260,7 @@ def test_writing_names_a_broken_quiz(tmp_path, capsys):
 
 # --- references -----------------------------------------------------------------------------
 
+
 def material() -> list:
     """(name, text, default notebook) of every file of the course material checked here."""
     files = [(p.name, p.read_text(encoding="utf-8"), None) for p in (COURSE / n for n in PAGES)]
@@ -223,17 +268,22 @@ def material() -> list:
     return files
 
 
-@pytest.mark.parametrize("name,text,default", material(), ids=lambda v: v if isinstance(v, str)
-                         and v.endswith(".md") else "")
+@pytest.mark.parametrize(
+    "name,text,default",
+    material(),
+    ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "",
+)
 def test_every_section_exercise_and_notebook_named_exists(name, text, default):
     assert reference_problems(text, default, name) == []
 
 
 def test_reference_check_catches_what_does_not_exist():
-    text = ("## 03 · Attention\nsee section 6 and section 7\n"
-            "## Elsewhere\nas in section 2\nnotebook 02, sections 9–11; notebook 12\n"
-            "exercise 9 of notebook 01\n- notebook 06: exercise 6 the model\n\nas notebook 05,\n"
-            "section 12 shows\n")
+    text = (
+        "## 03 · Attention\nsee section 6 and section 7\n"
+        "## Elsewhere\nas in section 2\nnotebook 02, sections 9–11; notebook 12\n"
+        "exercise 9 of notebook 01\n- notebook 06: exercise 6 the model\n\nas notebook 05,\n"
+        "section 12 shows\n"
+    )
     problems = reference_problems(text, None, "t.md")
     assert problems == [
         "t.md:2: notebook 03 (03_attention) has no section 7",
@@ -246,21 +296,28 @@ def test_reference_check_catches_what_does_not_exist():
     ]
 
 
-@pytest.mark.parametrize("name,text,default", material(), ids=lambda v: v if isinstance(v, str)
-                         and v.endswith(".md") else "")
+@pytest.mark.parametrize(
+    "name,text,default",
+    material(),
+    ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "",
+)
 def test_paragraph_signs_are_the_papers_sections(name, text, default):
     cited = re.findall(r"§\s?(\d+(?:\.\d+)*)", text)
     assert sorted(set(cited) - PAPER) == [], f"{name}: not sections of the paper"
 
 
-@pytest.mark.parametrize("name,text,default", material(), ids=lambda v: v if isinstance(v, str)
-                         and v.endswith(".md") else "")
+@pytest.mark.parametrize(
+    "name,text,default",
+    material(),
+    ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "",
+)
 def test_no_reference_outside_the_project(name, text, default):
     outside = re.findall(r"learners?'?s?'? (?:notebook|mistake) \d+|\bshared/", text, re.I)
     assert outside == []
 
 
 # --- the 50-minute lectures -----------------------------------------------------------------
+
 
 def lecture_blocks() -> dict:
     text = (COURSE / "lectures_50min.md").read_text(encoding="utf-8")
@@ -286,12 +343,16 @@ def test_lecture_minutes_add_up_to_50(nb):
 
 # --- the syllabus ---------------------------------------------------------------------------
 
+
 def test_syllabus_lists_every_notebook_with_its_reading_time_and_exercises():
     syllabus = (COURSE / "syllabus.md").read_text(encoding="utf-8")
     total = 0
     for nb, facts in FACTS.items():
-        rows = [line for line in syllabus.splitlines()
-                if line.startswith("|") and f"`{facts['stem']}`" in line]
+        rows = [
+            line
+            for line in syllabus.splitlines()
+            if line.startswith("|") and f"`{facts['stem']}`" in line
+        ]
         assert len(rows) == 1, f"the syllabus's sessions table has no row for {facts['stem']}"
         cells = [c.strip() for c in rows[0].strip("|").split("|")]
         assert facts["reading"] is not None, f"{facts['stem']}: no reading time in its opening cell"
@@ -300,6 +361,11 @@ def test_syllabus_lists_every_notebook_with_its_reading_time_and_exercises():
         assert cells[4] == (str(count) if count else "none"), (facts["stem"], cells[4])
         total += count
     assert f"**Checked exercises** ({total}, in notebooks 01 to 09)" in syllabus
-    for heading in ("## Objectives", "## Prerequisites", "## Sessions", "## Assessment",
-                    "## Reading"):
+    for heading in (
+        "## Objectives",
+        "## Prerequisites",
+        "## Sessions",
+        "## Assessment",
+        "## Reading",
+    ):
         assert heading in syllabus

@@ -1,4 +1,5 @@
 """Batching: each example once, right padding, shifted targets, token budget, determinism."""
+
 import random
 
 import pytest
@@ -12,8 +13,13 @@ PAD, BOS, EOS = 0, 1, 2
 
 def random_examples(n=300, seed=0):
     rng = random.Random(seed)
-    return [([rng.randint(4, 30) for _ in range(rng.randint(1, 25))],
-             [rng.randint(4, 30) for _ in range(rng.randint(0, 20))]) for _ in range(n)]
+    return [
+        (
+            [rng.randint(4, 30) for _ in range(rng.randint(1, 25))],
+            [rng.randint(4, 30) for _ in range(rng.randint(0, 20))],
+        )
+        for _ in range(n)
+    ]
 
 
 def unpad(row):
@@ -65,7 +71,8 @@ def test_length_grouping_keeps_padding_small():
     examples = random_examples(1000)
     batches = token_batches(examples, max_tokens=300, seed=0)
     pad_fraction = sum(int((b.src == PAD).sum()) for b in batches) / sum(
-        b.src.numel() for b in batches)
+        b.src.numel() for b in batches
+    )
     rng = random.Random(0)
     mixed = examples[:]
     rng.shuffle(mixed)
@@ -75,14 +82,17 @@ def test_length_grouping_keeps_padding_small():
 
 def test_determinism_by_seed():
     examples = random_examples()
+
     def order(**kw):
         return [b.indices for b in token_batches(examples, max_tokens=100, **kw)]
+
     assert order(seed=3) == order(seed=3)
     assert order(seed=3) != order(seed=4)
     assert order(shuffle=False, seed=3) == order(shuffle=False, seed=4)
     a, b = token_batches(examples, 100, seed=5), token_batches(examples, 100, seed=5)
-    assert all(torch.equal(x.src, y.src) and torch.equal(x.tgt_out, y.tgt_out)
-               for x, y in zip(a, b))
+    assert all(
+        torch.equal(x.src, y.src) and torch.equal(x.tgt_out, y.tgt_out) for x, y in zip(a, b)
+    )
 
 
 def test_pad_id_and_to_device():
@@ -117,6 +127,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(TypeError, match="seed"):
         token_batches([([4], [4])], max_tokens=10, seed="a")
     with pytest.raises(ValueError, match="max_len"):
-        encode_pairs([("a", "b")], CharTokenizer.train(["ab"]), CharTokenizer.train(["ab"]),
-                     max_len=1)
+        encode_pairs(
+            [("a", "b")], CharTokenizer.train(["ab"]), CharTokenizer.train(["ab"]), max_len=1
+        )
     assert token_batches([], max_tokens=10) == []

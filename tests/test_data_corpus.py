@@ -1,4 +1,5 @@
 """Parallel-corpus reader: good files, extra columns, CRLF/BOM, malformed lines named."""
+
 import re
 
 import pytest
@@ -22,20 +23,25 @@ def test_good_file_round_trip(tmp_path):
 
 
 def test_extra_columns_blank_lines_crlf_and_bom(tmp_path):
-    text = ("\ufeffGo.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272\r\n"
-            "\r\n"
-            "  Hi. \t Salut !\t#1\t#2\r\n"
-            "\n"
-            "Ça va ?\tWie geht's?")                  # no trailing newline
+    text = (
+        "\ufeffGo.\tVa !\tCC-BY 2.0 (France) Attribution: tatoeba.org #2877272\r\n"
+        "\r\n"
+        "  Hi. \t Salut !\t#1\t#2\r\n"
+        "\n"
+        "Ça va ?\tWie geht's?"
+    )  # no trailing newline
     assert read_parallel(write(tmp_path, text)) == GOOD[:3]
 
 
-@pytest.mark.parametrize("bad_line, reason", [
-    ("no tab on this line", "no tab"),
-    ("\tonly a target", "source side is empty"),
-    ("only a source\t", "target side is empty"),
-    ("  \t  ", "source side is empty"),
-])
+@pytest.mark.parametrize(
+    "bad_line, reason",
+    [
+        ("no tab on this line", "no tab"),
+        ("\tonly a target", "source side is empty"),
+        ("only a source\t", "target side is empty"),
+        ("  \t  ", "source side is empty"),
+    ],
+)
 def test_malformed_line_names_file_and_line(tmp_path, bad_line, reason):
     path = write(tmp_path, f"Go.\tVa !\n\nHi.\tSalut !\n{bad_line}\nRun!\tCours !\n")
     with pytest.raises(ValueError) as info:

@@ -1,4 +1,5 @@
 """The date task: determinism, every source denotes its ISO target, disjoint splits, variety."""
+
 import datetime as dt
 import os
 import re
@@ -7,8 +8,14 @@ import sys
 
 import pytest
 
-from transformer_lib.data.dates import (CASES, DATE_FORMATS, DATE_MAX, DATE_MIN, format_date,
-                                        make_date_splits)
+from transformer_lib.data.dates import (
+    CASES,
+    DATE_FORMATS,
+    DATE_MAX,
+    DATE_MIN,
+    format_date,
+    make_date_splits,
+)
 
 # An independent reader of the sources, with its own tables (lower case, abbreviations too).
 MONTH_WORDS = {
@@ -27,10 +34,14 @@ MONTH_WORDS = {
 }
 MONTH = {w: m for m, words in MONTH_WORDS.items() for w in words.split()}
 WEEKDAY_WORDS = [  # Monday = 0
-    "monday lundi montag lunes", "tuesday mardi dienstag martes",
-    "wednesday mercredi mittwoch miércoles", "thursday jeudi donnerstag jueves",
-    "friday vendredi freitag viernes", "saturday samedi samstag sábado",
-    "sunday dimanche sonntag domingo"]
+    "monday lundi montag lunes",
+    "tuesday mardi dienstag martes",
+    "wednesday mercredi mittwoch miércoles",
+    "thursday jeudi donnerstag jueves",
+    "friday vendredi freitag viernes",
+    "saturday samedi samstag sábado",
+    "sunday dimanche sonntag domingo",
+]
 WEEKDAY = {w: i for i, words in enumerate(WEEKDAY_WORDS) for w in words.split()}
 FILLERS = {"of", "de", "le", "el", "am", "st", "nd", "rd", "th", "er"}
 
@@ -43,10 +54,14 @@ def year(text):
 def parse(src):
     """Read a source independently of the generator: returns a datetime.date."""
     s = src.lower()
-    numeric = [(r"(\d{4})-(\d\d)-(\d\d)", "ymd"), (r"(\d{4})/(\d\d)/(\d\d)", "ymd"),
-               (r"(\d{4})(\d\d)(\d\d)", "ymd"), (r"(\d{4})年(\d+)月(\d+)日", "ymd"),
-               (r"(\d\d?)/(\d\d?)/(\d\d(?:\d\d)?)", "mdy"),
-               (r"(\d\d?)\.(\d\d?)\.(\d\d(?:\d\d)?)", "dmy")]
+    numeric = [
+        (r"(\d{4})-(\d\d)-(\d\d)", "ymd"),
+        (r"(\d{4})/(\d\d)/(\d\d)", "ymd"),
+        (r"(\d{4})(\d\d)(\d\d)", "ymd"),
+        (r"(\d{4})年(\d+)月(\d+)日", "ymd"),
+        (r"(\d\d?)/(\d\d?)/(\d\d(?:\d\d)?)", "mdy"),
+        (r"(\d\d?)\.(\d\d?)\.(\d\d(?:\d\d)?)", "dmy"),
+    ]
     for pattern, order in numeric:
         m = re.fullmatch(pattern, s)
         if m:
@@ -73,13 +88,16 @@ def test_splits_are_deterministic_and_sized():
 
 
 def test_independent_of_python_hash_seed():
-    code = ("from transformer_lib.data.dates import make_date_splits as m; "
-            "print(repr(m(200, 20, 20, seed=1)))")
+    code = (
+        "from transformer_lib.data.dates import make_date_splits as m; "
+        "print(repr(m(200, 20, 20, seed=1)))"
+    )
     outs = set()
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        run = subprocess.run([sys.executable, "-c", code],
-                             env=env, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
         outs.add(run.stdout)
     assert len(outs) == 1
 
@@ -95,8 +113,15 @@ def test_every_source_denotes_its_target():
 
 @pytest.mark.parametrize("fmt", DATE_FORMATS)
 def test_each_format_reads_back_on_edge_dates(fmt):
-    edges = [DATE_MIN, DATE_MAX, dt.date(2000, 2, 29), dt.date(1999, 12, 31),
-             dt.date(2021, 3, 5), dt.date(2011, 11, 11), dt.date(1968, 9, 23)]
+    edges = [
+        DATE_MIN,
+        DATE_MAX,
+        dt.date(2000, 2, 29),
+        dt.date(1999, 12, 31),
+        dt.date(2021, 3, 5),
+        dt.date(2011, 11, 11),
+        dt.date(1968, 9, 23),
+    ]
     for d in edges:
         for case in CASES:
             assert parse(format_date(d, fmt, case)) == d, (fmt, case, d)
@@ -108,7 +133,7 @@ def test_test_dates_disjoint_from_training():
     assert not dates["test"] & dates["train"]
     assert not dates["valid"] & dates["train"]
     assert not dates["valid"] & dates["test"]
-    assert len(dates["test"]) == 1000                 # one example per held-out date
+    assert len(dates["test"]) == 1000  # one example per held-out date
 
 
 def test_variety_of_formats_languages_and_case():
@@ -120,7 +145,7 @@ def test_variety_of_formats_languages_and_case():
     assert any(re.fullmatch(r"\d\d/\d\d/\d\d", s) for s in train)
     assert any(re.fullmatch(r"\d+\.\d+\.\d+", s) for s in train)
     shapes = {re.sub(r"[^\W\d_]+", "W", re.sub(r"\d", "9", s)) for s in train}
-    assert len(shapes) >= 20                          # many distinct layouts
+    assert len(shapes) >= 20  # many distinct layouts
     assert len(set(train)) > 0.95 * len(train)
 
 

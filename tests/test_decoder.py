@@ -2,14 +2,20 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_lib import (Decoder, TransformerConfig, causal_mask, padding_mask,
-                             to_blocked)
+from transformer_lib import Decoder, TransformerConfig, causal_mask, padding_mask, to_blocked
 from test_encoder import copy_attention, copy_linear
 
 
 def torch_decoder_from(ours: Decoder, c: TransformerConfig) -> nn.TransformerDecoder:
-    layer = nn.TransformerDecoderLayer(c.d_model, c.h, c.d_ff, dropout=0.0, batch_first=True,
-                                       norm_first=c.norm_first, layer_norm_eps=c.layer_norm_eps)
+    layer = nn.TransformerDecoderLayer(
+        c.d_model,
+        c.h,
+        c.d_ff,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=c.norm_first,
+        layer_norm_eps=c.layer_norm_eps,
+    )
     final = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.norm_first else None
     ref = nn.TransformerDecoder(layer, c.N, norm=final)
     with torch.no_grad():
@@ -40,17 +46,25 @@ def test_decoder_equals_torch_transformer_decoder(norm_first, padded):
         src[1, 3:] = 0
         tgt[0, 3:] = 0
     out, _ = ours(y, memory, padding_mask(tgt, 0), padding_mask(src, 0), is_causal=True)
-    expected = ref(y, memory, tgt_mask=to_blocked(causal_mask(5)[0, 0]),
-                   tgt_key_padding_mask=to_blocked(tgt != 0),
-                   memory_key_padding_mask=to_blocked(src != 0))
+    expected = ref(
+        y,
+        memory,
+        tgt_mask=to_blocked(causal_mask(5)[0, 0]),
+        tgt_key_padding_mask=to_blocked(tgt != 0),
+        memory_key_padding_mask=to_blocked(src != 0),
+    )
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
 
 
 def test_decoder_returns_self_and_cross_weights():
     c = TransformerConfig.tiny(P_drop=0.0)
-    _, weights = Decoder(c).eval()(torch.randn(2, 4, c.d_model), torch.randn(2, 6, c.d_model),
-                                   need_weights=True, is_causal=True)
+    _, weights = Decoder(c).eval()(
+        torch.randn(2, 4, c.d_model),
+        torch.randn(2, 6, c.d_model),
+        need_weights=True,
+        is_causal=True,
+    )
     assert len(weights) == c.N
     assert weights[0]["self"].shape == (2, c.h, 4, 4)
     assert weights[0]["cross"].shape == (2, c.h, 4, 6)
-    assert torch.all(weights[0]["self"].triu(1) == 0)         # no weight on the future
+    assert torch.all(weights[0]["self"].triu(1) == 0)  # no weight on the future

@@ -6,8 +6,15 @@ from transformer_lib import Encoder, TransformerConfig, padding_mask, to_blocked
 
 
 def torch_encoder_from(ours: Encoder, c: TransformerConfig) -> nn.TransformerEncoder:
-    layer = nn.TransformerEncoderLayer(c.d_model, c.h, c.d_ff, dropout=0.0, batch_first=True,
-                                       norm_first=c.norm_first, layer_norm_eps=c.layer_norm_eps)
+    layer = nn.TransformerEncoderLayer(
+        c.d_model,
+        c.h,
+        c.d_ff,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=c.norm_first,
+        layer_norm_eps=c.layer_norm_eps,
+    )
     final = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if c.norm_first else None
     ref = nn.TransformerEncoder(layer, c.N, norm=final, enable_nested_tensor=False)
     with torch.no_grad():
@@ -38,7 +45,7 @@ def copy_attention(src, dst):
 def test_encoder_equals_torch_transformer_encoder(norm_first, padded):
     c = TransformerConfig.tiny(P_drop=0.0, N=3, norm_first=norm_first)
     ours = Encoder(c).eval()
-    for p in ours.parameters():                  # non-trivial norms and biases
+    for p in ours.parameters():  # non-trivial norms and biases
         nn.init.normal_(p, std=0.3)
     ref = torch_encoder_from(ours, c)
     x = torch.randn(3, 6, c.d_model)
@@ -48,7 +55,7 @@ def test_encoder_equals_torch_transformer_encoder(norm_first, padded):
         ids[2, 1:] = 0
     out, weights = ours(x, padding_mask(ids, 0))
     expected = ref(x, src_key_padding_mask=to_blocked(ids != 0))
-    keep = ids != 0                              # PyTorch leaves padded rows unspecified
+    keep = ids != 0  # PyTorch leaves padded rows unspecified
     torch.testing.assert_close(out[keep], expected[keep], atol=1e-5, rtol=1e-4)
     assert weights == [None] * c.N
 

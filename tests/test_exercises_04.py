@@ -1,6 +1,7 @@
 """Exercise checkers of notebook 04 (exercises 1 and 2: heads split and merged, PyTorch's module
 run with our weights): correct answers pass, classic mistakes get the right diagnosis. Exercise 3
 (the whole module) is tested in test_exercises_assembly_04_05."""
+
 import torch
 from torch import nn
 
@@ -48,17 +49,25 @@ def make_torch_run(batch_first=True, convert_mask=True, library=False):
                 ref.out_proj.bias.copy_(ours.out_proj.bias)
         m = to_blocked(mask) if convert_mask else mask
         return ref(x, x, x, attn_mask=m, need_weights=False)[0]
+
     return run
 
 
 def test_torch_mha():
     assert ex04.check_torch_mha(make_torch_run())
-    assert failed_with(ex04.check_torch_mha(make_torch_run(library=True)),
-                       "your code calls the library's `MultiHeadAttention`")
-    assert failed_with(ex04.check_torch_mha(make_torch_run(batch_first=False)),
-                       "batch_first trap")
+    assert failed_with(
+        ex04.check_torch_mha(make_torch_run(library=True)),
+        "your code calls the library's `MultiHeadAttention`",
+    )
+    assert failed_with(ex04.check_torch_mha(make_torch_run(batch_first=False)), "batch_first trap")
     # with batch size == length the wrong layout runs silently; still diagnosed
-    assert failed_with(ex04.check_torch_mha(make_torch_run(batch_first=False), batch=5),
-                       "batch_first trap", "across the batch")
-    assert failed_with(ex04.check_torch_mha(make_torch_run(convert_mask=False)),
-                       "mask convention inverted", "to_blocked")
+    assert failed_with(
+        ex04.check_torch_mha(make_torch_run(batch_first=False), batch=5),
+        "batch_first trap",
+        "across the batch",
+    )
+    assert failed_with(
+        ex04.check_torch_mha(make_torch_run(convert_mask=False)),
+        "mask convention inverted",
+        "to_blocked",
+    )

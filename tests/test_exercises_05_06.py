@@ -1,5 +1,6 @@
 """Checkers of notebooks 05-06: correct answers pass, typical wrong answers fail with the
 right diagnosis."""
+
 import math
 
 import pytest
@@ -8,9 +9,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer_lib.exercises.ex05_encoder import (
-    check_encoder_layer_params, check_feed_forward, check_sublayer_connection)
+    check_encoder_layer_params,
+    check_feed_forward,
+    check_sublayer_connection,
+)
 from transformer_lib.exercises.ex06_decoder import (
-    check_causal_mask, check_cross_attention, check_transformer_params)
+    check_causal_mask,
+    check_cross_attention,
+    check_transformer_params,
+)
 
 
 def text(feedback):
@@ -28,7 +35,7 @@ def make_ffn(order="right", act=torch.relu, bias=True):
             super().__init__()
             if order == "swapped":
                 d_model, d_ff = d_ff, d_model
-            if order == "reversed_registration":   # w_2 defined first: still correct
+            if order == "reversed_registration":  # w_2 defined first: still correct
                 self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
                 self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
             else:
@@ -39,6 +46,7 @@ def make_ffn(order="right", act=torch.relu, bias=True):
             if order == "relu_after":
                 return torch.relu(self.w_2(self.w_1(x)))
             return self.w_2(act(self.w_1(x)))
+
     return FFN
 
 
@@ -49,18 +57,22 @@ def test_ffn_correct(order):
 
 
 def test_ffn_sequential_with_dropout_passes():
-    fb = check_feed_forward(lambda d, f: nn.Sequential(
-        nn.Linear(d, f), nn.ReLU(), nn.Dropout(0.5), nn.Linear(f, d)))
-    assert fb.passed, text(fb)   # evaluated in eval mode: dropout is off
+    fb = check_feed_forward(
+        lambda d, f: nn.Sequential(nn.Linear(d, f), nn.ReLU(), nn.Dropout(0.5), nn.Linear(f, d))
+    )
+    assert fb.passed, text(fb)  # evaluated in eval mode: dropout is off
 
 
-@pytest.mark.parametrize("kwargs, diagnosis", [
-    ({"act": lambda t: t}, "ReLU is missing"),
-    ({"order": "swapped"}, "d_model and d_ff are swapped"),
-    ({"order": "relu_after"}, "after the second layer instead"),
-    ({"act": F.gelu}, "GELU"),
-    ({"bias": False}, "biases b_1 and b_2"),
-])
+@pytest.mark.parametrize(
+    "kwargs, diagnosis",
+    [
+        ({"act": lambda t: t}, "ReLU is missing"),
+        ({"order": "swapped"}, "d_model and d_ff are swapped"),
+        ({"order": "relu_after"}, "after the second layer instead"),
+        ({"act": F.gelu}, "GELU"),
+        ({"bias": False}, "biases b_1 and b_2"),
+    ],
+)
 def test_ffn_wrong(kwargs, diagnosis):
     fb = check_feed_forward(make_ffn(**kwargs))
     assert not fb.passed
@@ -92,25 +104,37 @@ def test_block_library_residual_norm_is_refused():
         block = ResidualNorm(x.shape[-1], 0.0, norm_first)
         block.norm, block.dropout = norm, dropout
         return block(x, sublayer)
-    fb = check_sublayer_connection(via_library)         # right values, not the learner's own
+
+    fb = check_sublayer_connection(via_library)  # right values, not the learner's own
     assert not fb.passed and "values match" in text(fb)
     assert "your code calls the library's `ResidualNorm`" in text(fb)
 
 
-@pytest.mark.parametrize("wrong, diagnosis", [
-    (lambda x, f, n, d, nf: x + d(f(n(x))), "pre-norm, x + Dropout(Sublayer(LayerNorm(x))), "
-                                             "where post-norm was asked"),
-    (lambda x, f, n, d, nf: n(x + d(f(x))), "post-norm, LayerNorm(x + Dropout(Sublayer(x))), "
-                                             "where pre-norm was asked"),
-    (lambda x, f, n, d, nf: n(d(x) + f(x)) if not nf else d(x) + f(n(x)), "residual branch"),
-    (lambda x, f, n, d, nf: n(d(x + f(x))) if not nf else d(x + f(n(x))), "dropout on the sum"),
-    (lambda x, f, n, d, nf: n(x + f(x)) if not nf else x + f(n(x)), "never applied"),
-    (lambda x, f, n, d, nf: n(d(f(x))) if not nf else d(f(n(x))), "no residual"),
-    (lambda x, f, n, d, nf: n(x + d(f(x))) if not nf else n(x) + d(f(n(x))),
-     "the residual adds LayerNorm(x)"),
-    (lambda x, f, n, d, nf: n(x + d(f(x))) if not nf else n(x + d(f(n(x)))),
-     "a LayerNorm after the add as well"),
-])
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (
+            lambda x, f, n, d, nf: x + d(f(n(x))),
+            "pre-norm, x + Dropout(Sublayer(LayerNorm(x))), where post-norm was asked",
+        ),
+        (
+            lambda x, f, n, d, nf: n(x + d(f(x))),
+            "post-norm, LayerNorm(x + Dropout(Sublayer(x))), where pre-norm was asked",
+        ),
+        (lambda x, f, n, d, nf: n(d(x) + f(x)) if not nf else d(x) + f(n(x)), "residual branch"),
+        (lambda x, f, n, d, nf: n(d(x + f(x))) if not nf else d(x + f(n(x))), "dropout on the sum"),
+        (lambda x, f, n, d, nf: n(x + f(x)) if not nf else x + f(n(x)), "never applied"),
+        (lambda x, f, n, d, nf: n(d(f(x))) if not nf else d(f(n(x))), "no residual"),
+        (
+            lambda x, f, n, d, nf: n(x + d(f(x))) if not nf else n(x) + d(f(n(x))),
+            "the residual adds LayerNorm(x)",
+        ),
+        (
+            lambda x, f, n, d, nf: n(x + d(f(x))) if not nf else n(x + d(f(n(x)))),
+            "a LayerNorm after the add as well",
+        ),
+    ],
+)
 def test_block_wrong(wrong, diagnosis):
     fb = check_sublayer_connection(wrong)
     assert not fb.passed
@@ -122,33 +146,39 @@ def test_block_identity_as_add_names_the_pitfall():
 
     def wrong(x, sublayer, norm, dropout, norm_first):
         return norm(add(x, dropout(sublayer(x))))
+
     fb = check_sublayer_connection(wrong)
     assert not fb.passed
     assert "pitfall \"nn.Identity as an 'add' layer\"" in text(fb) and "TypeError" in text(fb)
 
 
 def test_block_dropout_twice():
-    fb = check_sublayer_connection(                 # right values, dropout called twice
-        lambda x, f, n, d, nf: right_block(x, f, n, d, nf) + 0 * d(x))
+    fb = check_sublayer_connection(  # right values, dropout called twice
+        lambda x, f, n, d, nf: right_block(x, f, n, d, nf) + 0 * d(x)
+    )
     assert not fb.passed and "2 times" in text(fb)
 
 
 # 05, exercise 3: parameters of an encoder layer ----------------------------------------
 def test_encoder_params_correct():
     fb = check_encoder_layer_params(
-        lambda D, F_: (4 * D * D + 4 * D) + (2 * D * F_ + F_ + D) + 2 * (2 * D))
+        lambda D, F_: (4 * D * D + 4 * D) + (2 * D * F_ + F_ + D) + 2 * (2 * D)
+    )
     assert fb.passed, text(fb)
-    assert "3,152,384" in text(fb)   # base: 1,050,624 + 2,099,712 + 2,048
+    assert "3,152,384" in text(fb)  # base: 1,050,624 + 2,099,712 + 2,048
 
 
-@pytest.mark.parametrize("wrong, diagnosis", [
-    (lambda D, F_: 4 * D * D + 2 * D * F_ + 4 * D, "no biases anywhere"),
-    (lambda D, F_: 4 * D * D + 2 * D * F_, "no biases and no LayerNorms"),
-    (lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D, "the two LayerNorms"),
-    (lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D + 2 * D, "one LayerNorm short"),
-    (lambda D, F_: 3 * D * D + 3 * D + 2 * D * F_ + F_ + D + 4 * D, "W^O"),
-    (lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + 4 * D, "no feed-forward biases"),
-])
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda D, F_: 4 * D * D + 2 * D * F_ + 4 * D, "no biases anywhere"),
+        (lambda D, F_: 4 * D * D + 2 * D * F_, "no biases and no LayerNorms"),
+        (lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D, "the two LayerNorms"),
+        (lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D + 2 * D, "one LayerNorm short"),
+        (lambda D, F_: 3 * D * D + 3 * D + 2 * D * F_ + F_ + D + 4 * D, "W^O"),
+        (lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + 4 * D, "no feed-forward biases"),
+    ],
+)
 def test_encoder_params_wrong(wrong, diagnosis):
     fb = check_encoder_layer_params(wrong)
     assert not fb.passed
@@ -164,19 +194,27 @@ def test_encoder_params_not_int():
 def test_causal_correct():
     assert check_causal_mask(lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool))).passed
     fb = check_causal_mask(lambda T: torch.ones(T, T).tril().bool()[None, None])
-    assert fb.passed, text(fb)     # (1, 1, T, T) is accepted
+    assert fb.passed, text(fb)  # (1, 1, T, T) is accepted
 
 
-@pytest.mark.parametrize("wrong, diagnosis", [
-    (lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool)), "blocks the past"),
-    (lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool), 1), "opposite boolean convention"),
-    (lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool), -1), "diagonal is missing"),
-    (lambda T: torch.ones(T, T, dtype=torch.bool), "nothing is masked"),
-    (lambda T: torch.zeros(T, T).masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf")),
-     "additive float mask"),
-    (lambda T: torch.tril(torch.ones(T, T, dtype=torch.long)), "convert it with .bool()"),
-    (lambda T: torch.tril(torch.ones(5, 5, dtype=torch.bool)), "for T=1"),
-])
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool)), "blocks the past"),
+        (
+            lambda T: torch.triu(torch.ones(T, T, dtype=torch.bool), 1),
+            "opposite boolean convention",
+        ),
+        (lambda T: torch.tril(torch.ones(T, T, dtype=torch.bool), -1), "diagonal is missing"),
+        (lambda T: torch.ones(T, T, dtype=torch.bool), "nothing is masked"),
+        (
+            lambda T: torch.zeros(T, T).masked_fill(torch.ones(T, T).triu(1).bool(), float("-inf")),
+            "additive float mask",
+        ),
+        (lambda T: torch.tril(torch.ones(T, T, dtype=torch.long)), "convert it with .bool()"),
+        (lambda T: torch.tril(torch.ones(5, 5, dtype=torch.bool)), "for T=1"),
+    ],
+)
 def test_causal_wrong(wrong, diagnosis):
     fb = check_causal_mask(wrong)
     assert not fb.passed
@@ -201,7 +239,7 @@ def cross(y, memory, w_q, w_k, w_v, q_from="y", kv_from="memory", scale="d_k", d
 def test_cross_correct():
     fb = check_cross_attention(cross)
     assert fb.passed, text(fb)
-    assert check_cross_attention(lambda *a: cross(*a)[0]).passed   # output alone is accepted
+    assert check_cross_attention(lambda *a: cross(*a)[0]).passed  # output alone is accepted
 
 
 def test_cross_library_mha_passes():
@@ -209,15 +247,19 @@ def test_cross_library_mha_passes():
 
     def via_library(y, memory, w_q, w_k, w_v):
         return attention(y @ w_q, memory @ w_k, memory @ w_v)
+
     assert check_cross_attention(via_library).passed
 
 
-@pytest.mark.parametrize("kwargs, diagnosis", [
-    ({"q_from": "memory", "kv_from": "y"}, "queries and keys/values are swapped"),
-    ({"scale": "none"}, "no scaling"),
-    ({"scale": "D"}, "sqrt(d_model)"),
-    ({"dim": -2}, "softmax over the queries"),
-])
+@pytest.mark.parametrize(
+    "kwargs, diagnosis",
+    [
+        ({"q_from": "memory", "kv_from": "y"}, "queries and keys/values are swapped"),
+        ({"scale": "none"}, "no scaling"),
+        ({"scale": "D"}, "sqrt(d_model)"),
+        ({"dim": -2}, "softmax over the queries"),
+    ],
+)
 def test_cross_wrong(kwargs, diagnosis):
     fb = check_cross_attention(lambda *a: cross(*a, **kwargs))
     assert not fb.passed
@@ -231,8 +273,9 @@ def test_cross_wrong_scaling_output_only():
 
 def test_cross_keys_from_decoder_shape_error():
     def wrong(y, memory, w_q, w_k, w_v):
-        w = (y @ w_q @ (y @ w_k).transpose(1, 2)).softmax(-1)     # (B, T, T)
-        return w @ (memory @ w_v)                                   # T != S: error
+        w = (y @ w_q @ (y @ w_k).transpose(1, 2)).softmax(-1)  # (B, T, T)
+        return w @ (memory @ w_v)  # T != S: error
+
     fb = check_cross_attention(wrong)
     assert not fb.passed and "keys and values both from memory" in text(fb)
 
@@ -249,15 +292,21 @@ def test_total_correct():
     assert "63,082,496" in text(fb)
 
 
-@pytest.mark.parametrize("wrong, diagnosis", [
-    (lambda V, N, D, F_: right_total(V, N, D, F_) + 2 * V * D, "three times"),
-    (lambda V, N, D, F_: right_total(V, N, D, F_) + V * D, "counted twice"),
-    (lambda V, N, D, F_: right_total(V, N, D, F_) + V, "a bias on the output projection"),
-    (lambda V, N, D, F_: right_total(V, N, D, F_) - N * (4 * D * D + 4 * D), "cross-attention"),
-    (lambda V, N, D, F_: right_total(V, N, D, F_) - N * 2 * D, "3 LayerNorms"),
-    (lambda V, N, D, F_: V * D + N * (3 * 4 * D * D + 2 * 2 * D * F_), "no biases and no Layer"),
-    (lambda V, N, D, F_: V * D + N * (12 * D * D + 4 * D * F_ + 10 * D), "no biases anywhere"),
-])
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (lambda V, N, D, F_: right_total(V, N, D, F_) + 2 * V * D, "three times"),
+        (lambda V, N, D, F_: right_total(V, N, D, F_) + V * D, "counted twice"),
+        (lambda V, N, D, F_: right_total(V, N, D, F_) + V, "a bias on the output projection"),
+        (lambda V, N, D, F_: right_total(V, N, D, F_) - N * (4 * D * D + 4 * D), "cross-attention"),
+        (lambda V, N, D, F_: right_total(V, N, D, F_) - N * 2 * D, "3 LayerNorms"),
+        (
+            lambda V, N, D, F_: V * D + N * (3 * 4 * D * D + 2 * 2 * D * F_),
+            "no biases and no Layer",
+        ),
+        (lambda V, N, D, F_: V * D + N * (12 * D * D + 4 * D * F_ + 10 * D), "no biases anywhere"),
+    ],
+)
 def test_total_wrong(wrong, diagnosis):
     fb = check_transformer_params(wrong)
     assert not fb.passed
@@ -271,9 +320,15 @@ def test_checkers_leave_global_rng_alone():
     assert torch.equal(state, torch.get_rng_state())
 
 
-@pytest.mark.parametrize("checker, answer", [
-    (check_sublayer_connection, right_block), (check_causal_mask, not_implemented),
-    (check_cross_attention, cross), (check_encoder_layer_params, not_implemented)])
+@pytest.mark.parametrize(
+    "checker, answer",
+    [
+        (check_sublayer_connection, right_block),
+        (check_causal_mask, not_implemented),
+        (check_cross_attention, cross),
+        (check_encoder_layer_params, not_implemented),
+    ],
+)
 def test_other_checkers_leave_global_rng_alone(checker, answer):
     state = torch.get_rng_state()
     checker(answer)

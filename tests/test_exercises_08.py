@@ -1,5 +1,6 @@
 """Exercise checkers of notebook 08: correct answers pass, classic mistakes get the right
 diagnosis, unfinished stubs get feedback instead of an exception."""
+
 import torch
 
 from transformer_lib.exercises import ex08_inference as ex08
@@ -41,8 +42,9 @@ def test_greedy_checker():
     assert failed_with(ex08.check_greedy(lambda *a: greedy(*a, evaluate=False)), "eval()")
     assert failed_with(ex08.check_greedy(lambda *a: greedy(*a, ban_pad=False)), "-inf")
     assert failed_with(ex08.check_greedy(lambda *a: greedy(*a, stop=False)), "after its EOS")
-    with_bos = lambda m, s, n, b, e: torch.cat((torch.full((s.shape[0], 1), b),
-                                                greedy(m, s, n, b, e)), dim=1)
+    with_bos = lambda m, s, n, b, e: torch.cat(
+        (torch.full((s.shape[0], 1), b), greedy(m, s, n, b, e)), dim=1
+    )
     assert failed_with(ex08.check_greedy(with_bos), "starts with BOS")
 
 
@@ -71,7 +73,8 @@ def test_beam_step_checker():
 def test_gnmt_score_checker():
     assert ex08.check_gnmt_score(lambda lp, n, a: lp / ((5 + n) / 6) ** a)
     assert failed_with(ex08.check_gnmt_score(stub), "not implemented")
-    assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp / n ** a), "length^alpha")
-    assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp * ((5 + n) / 6) ** a),
-                       "multiplied")
+    assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp / n**a), "length^alpha")
+    assert failed_with(
+        ex08.check_gnmt_score(lambda lp, n, a: lp * ((5 + n) / 6) ** a), "multiplied"
+    )
     assert failed_with(ex08.check_gnmt_score(lambda lp, n, a: lp / (5 + n) ** a), "6^alpha")

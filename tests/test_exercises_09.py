@@ -1,4 +1,5 @@
 """Notebook 09's checkers pass the worked solutions and name the typical mistakes."""
+
 import math
 from collections import Counter
 
@@ -6,7 +7,7 @@ from transformer_lib.exercises import ex09_translation as ex09
 
 
 def ngrams(tokens, n):
-    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 def precision(hyp, ref, n):
@@ -16,8 +17,10 @@ def precision(hyp, ref, n):
 
 def test_precision_solution_passes_and_mistakes_are_named():
     assert ex09.check_ngram_precision(precision).passed
-    unclipped = lambda hyp, ref, n: (sum(1 for g in ngrams(hyp, n) if g in ngrams(ref, n)),
-                                     len(ngrams(hyp, n)))
+    unclipped = lambda hyp, ref, n: (
+        sum(1 for g in ngrams(hyp, n) if g in ngrams(ref, n)),
+        len(ngrams(hyp, n)),
+    )
     fb = ex09.check_ngram_precision(unclipped)
     assert not fb.passed and "not clipped" in str(fb)
     by_ref = lambda hyp, ref, n: (precision(hyp, ref, n)[0], len(ngrams(ref, n)))

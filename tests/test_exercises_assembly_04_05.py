@@ -1,6 +1,7 @@
 """The assembly exercises of notebooks 04 and 05 (a multi-head attention module, an encoder
 layer from the library's blocks): right answers pass, every typical wrong answer fails with
 its diagnosis, and nothing the learner hands in makes a checker raise."""
+
 import math
 
 import pytest
@@ -13,9 +14,19 @@ from transformer_lib.exercises.ex04_multi_head import check_multi_head_attention
 from transformer_lib.exercises.ex05_encoder import check_encoder_layer
 
 
-def make_mha(split="right", merge="right", scale="d_k", mask_mode="right", apply_w_o=True,
-             has_w_o=True, bias=True, softmax_dim=-1, returns="output"):
+def make_mha(
+    split="right",
+    merge="right",
+    scale="d_k",
+    mask_mode="right",
+    apply_w_o=True,
+    has_w_o=True,
+    bias=True,
+    softmax_dim=-1,
+    returns="output",
+):
     """A learner's multi-head attention, right or with one typical mistake."""
+
     class MyMultiHeadAttention(nn.Module):
         def __init__(self, d_model, h):
             super().__init__()
@@ -34,14 +45,21 @@ def make_mha(split="right", merge="right", scale="d_k", mask_mode="right", apply
 
         def forward(self, query, key, value, mask=None):
             B, T, D = query.shape
-            q, k, v = self.split(self.w_q(query)), self.split(self.w_k(key)), self.split(self.w_v(value))
-            scores = q @ k.transpose(-2, -1) / {"d_k": math.sqrt(self.d_k), "none": 1.0,
-                                                "d_model": math.sqrt(D)}[scale]
+            q, k, v = (
+                self.split(self.w_q(query)),
+                self.split(self.w_k(key)),
+                self.split(self.w_v(value)),
+            )
+            scores = (
+                q
+                @ k.transpose(-2, -1)
+                / {"d_k": math.sqrt(self.d_k), "none": 1.0, "d_model": math.sqrt(D)}[scale]
+            )
             if mask_mode == "unguarded" or (mask is not None and mask_mode != "ignored"):
                 keep = mask if mask_mode in ("right", "unguarded") else ~mask
                 scores = scores.masked_fill(~keep, float("-inf"))
             weights = scores.softmax(dim=softmax_dim)
-            heads = weights @ v                                          # (B, H, T, d_k)
+            heads = weights @ v  # (B, H, T, d_k)
             if merge == "none":
                 return heads
             if merge == "view":
@@ -52,6 +70,7 @@ def make_mha(split="right", merge="right", scale="d_k", mask_mode="right", apply
                 merged = heads.transpose(1, 2).contiguous().view(B, T, D)
             out = self.w_o(merged) if apply_w_o else merged
             return (out, weights) if returns == "pair" else out
+
     return MyMultiHeadAttention
 
 
@@ -65,36 +84,43 @@ class LibraryAttentionInside(nn.Module):
 
     def forward(self, query, key, value, mask=None):
         B, T, D = query.shape
-        split = lambda t: t.view(B, -1, self.h, D // self.h).transpose(1, 2)   # noqa: E731
-        out, _ = attention(split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value)),
-                           mask)
+        split = lambda t: t.view(B, -1, self.h, D // self.h).transpose(1, 2)  # noqa: E731
+        out, _ = attention(
+            split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value)), mask
+        )
         return self.w_o(out.transpose(1, 2).reshape(B, T, D))
 
 
-@pytest.mark.parametrize("learner", [make_mha(), make_mha(returns="pair"), LibraryAttentionInside],
-                         ids=["own softmax", "returns (output, weights)", "library attention()"])
+@pytest.mark.parametrize(
+    "learner",
+    [make_mha(), make_mha(returns="pair"), LibraryAttentionInside],
+    ids=["own softmax", "returns (output, weights)", "library attention()"],
+)
 def test_multi_head_attention_right_answers_pass_both_parities(learner):
     fb = check_multi_head_attention(learner)
     assert fb.passed, str(fb)
-    assert str(fb).count("torch.nn.MultiheadAttention") == 3       # self, masked, cross
+    assert str(fb).count("torch.nn.MultiheadAttention") == 3  # self, masked, cross
 
 
-@pytest.mark.parametrize("kwargs, diagnosis", [
-    (dict(apply_w_o=False), "no output projection: the merged heads must go through w_o"),
-    (dict(has_w_o=False), "no output projection w_o"),
-    (dict(merge="no transpose"), "heads merged in the wrong order"),
-    (dict(merge="view"), "not contiguous"),
-    (dict(split="view only"), "heads split with a plain view"),
-    (dict(split="view only", merge="no transpose"), "split and merged without the transposes"),
-    (dict(merge="none"), "you returned the heads (B, H, T, d_k)"),
-    (dict(scale="none"), "forgot the 1/sqrt(d_k) scale"),
-    (dict(scale="d_model"), "divided by sqrt(d_model)"),
-    (dict(softmax_dim=-2), "softmax over the wrong dimension"),
-    (dict(mask_mode="inverted"), "mask convention inverted"),
-    (dict(mask_mode="ignored"), "the mask is ignored"),
-    (dict(mask_mode="unguarded"), "mask=None means no mask"),
-    (dict(bias=False), "with its bias"),
-])
+@pytest.mark.parametrize(
+    "kwargs, diagnosis",
+    [
+        (dict(apply_w_o=False), "no output projection: the merged heads must go through w_o"),
+        (dict(has_w_o=False), "no output projection w_o"),
+        (dict(merge="no transpose"), "heads merged in the wrong order"),
+        (dict(merge="view"), "not contiguous"),
+        (dict(split="view only"), "heads split with a plain view"),
+        (dict(split="view only", merge="no transpose"), "split and merged without the transposes"),
+        (dict(merge="none"), "you returned the heads (B, H, T, d_k)"),
+        (dict(scale="none"), "forgot the 1/sqrt(d_k) scale"),
+        (dict(scale="d_model"), "divided by sqrt(d_model)"),
+        (dict(softmax_dim=-2), "softmax over the wrong dimension"),
+        (dict(mask_mode="inverted"), "mask convention inverted"),
+        (dict(mask_mode="ignored"), "the mask is ignored"),
+        (dict(mask_mode="unguarded"), "mask=None means no mask"),
+        (dict(bias=False), "with its bias"),
+    ],
+)
 def test_multi_head_attention_typical_mistakes_are_named(kwargs, diagnosis):
     fb = check_multi_head_attention(make_mha(**kwargs))
     assert not fb.passed and "not yet" in str(fb)
@@ -105,6 +131,7 @@ def wrong_width(d_model, h):
     class Narrow(make_mha()):
         def forward(self, query, key, value, mask=None):
             return super().forward(query, key, value, mask)[..., : d_model // 2]
+
     return Narrow(d_model, h)
 
 
@@ -112,15 +139,18 @@ def stub(d_model, h):
     raise NotImplementedError
 
 
-@pytest.mark.parametrize("learner, reason", [
-    (lambda d, h: None, "returned None"),
-    (lambda d, h: {"w_q": nn.Linear(d, d)}, "should build an nn.Module"),
-    (lambda d, h: 1 / 0, "raised ZeroDivisionError"),
-    (stub, "not implemented yet"),
-    ("MultiHeadAttention", "pass your function itself"),
-    (wrong_width, "has shape (2, 5, 8), expected (2, 5, 16)"),
-    (lambda d, h: MultiHeadAttention(d, h), "no nn.Linear named w_q, w_k, w_v, w_o"),
-])
+@pytest.mark.parametrize(
+    "learner, reason",
+    [
+        (lambda d, h: None, "returned None"),
+        (lambda d, h: {"w_q": nn.Linear(d, d)}, "should build an nn.Module"),
+        (lambda d, h: 1 / 0, "raised ZeroDivisionError"),
+        (stub, "not implemented yet"),
+        ("MultiHeadAttention", "pass your function itself"),
+        (wrong_width, "has shape (2, 5, 8), expected (2, 5, 16)"),
+        (lambda d, h: MultiHeadAttention(d, h), "no nn.Linear named w_q, w_k, w_v, w_o"),
+    ],
+)
 def test_multi_head_attention_says_not_yet_and_never_raises(learner, reason):
     fb = check_multi_head_attention(learner)
     assert not fb.passed and reason in str(fb), str(fb)
@@ -135,16 +165,24 @@ def test_multi_head_attention_checker_keeps_the_global_random_state():
 
 
 # --- notebook 05: the encoder layer ------------------------------------------------------
-def make_layer(kind="right", attn_dropout=False, ffn_dropout=None, norms="in order",
-               n_norms=2, eval_dropout=False):
+def make_layer(
+    kind="right",
+    attn_dropout=False,
+    ffn_dropout=None,
+    norms="in order",
+    n_norms=2,
+    eval_dropout=False,
+):
     """A learner's encoder layer from the library's blocks, right or with one mistake."""
+
     class MyEncoderLayer(nn.Module):
         def __init__(self, d_model, h, d_ff, dropout):
             super().__init__()
             self.self_attn = MultiHeadAttention(d_model, h, dropout if attn_dropout else 0.0)
             self.feed_forward = PositionwiseFeedForward(
-                d_model, d_ff, dropout if ffn_dropout is None else ffn_dropout)
-            if norms == "reversed":                   # registered in the other order: still right
+                d_model, d_ff, dropout if ffn_dropout is None else ffn_dropout
+            )
+            if norms == "reversed":  # registered in the other order: still right
                 self.norm_2, self.norm_1 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
             else:
                 self.norm_1, self.norm_2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
@@ -184,6 +222,7 @@ def make_layer(kind="right", attn_dropout=False, ffn_dropout=None, norms="in ord
                 x = n1(x + drop(attn(x)))
                 return n1(x + drop(ffn(x)))
             raise ValueError(kind)
+
     return MyEncoderLayer
 
 
@@ -202,8 +241,11 @@ class WithResidualNorm(nn.Module):
         return self.ff_block(x, self.feed_forward)
 
 
-@pytest.mark.parametrize("learner", [make_layer(), make_layer(norms="reversed"), WithResidualNorm],
-                         ids=["own norms", "norms registered in reverse", "ResidualNorm"])
+@pytest.mark.parametrize(
+    "learner",
+    [make_layer(), make_layer(norms="reversed"), WithResidualNorm],
+    ids=["own norms", "norms registered in reverse", "ResidualNorm"],
+)
 def test_encoder_layer_right_answers_pass_eval_torch_and_training(learner):
     fb = check_encoder_layer(learner)
     assert fb.passed, str(fb)
@@ -211,21 +253,24 @@ def test_encoder_layer_right_answers_pass_eval_torch_and_training(learner):
     assert "nn.TransformerEncoderLayer" in text and "training mode: the same dropout" in text
 
 
-@pytest.mark.parametrize("kwargs, diagnosis", [
-    (dict(kind="pre-norm"), "pre-norm, x + Sublayer(LayerNorm(x))"),
-    (dict(kind="no residual"), "no residual connections"),
-    (dict(kind="ffn first"), "the feed-forward network comes before the self-attention"),
-    (dict(kind="one norm"), "the same LayerNorm for both sub-layers"),
-    (dict(kind="no mask"), "the mask is not passed to the self-attention"),
-    (dict(eval_dropout=True), "in eval mode two calls differ"),
-    (dict(kind="no dropout"), "no dropout on the sub-layers' outputs"),
-    (dict(kind="dropout on the sum"), "dropout on the sum"),
-    (dict(kind="dropout on x"), "dropout on the residual x"),
-    (dict(kind="dropout after norm"), "dropout after the LayerNorm"),
-    (dict(attn_dropout=True), "dropout on the attention weights as well"),
-    (dict(ffn_dropout=0.0), "the feed-forward network's dropout is 0.0"),
-    (dict(n_norms=3), "one LayerNorm per sub-layer, two in all"),
-])
+@pytest.mark.parametrize(
+    "kwargs, diagnosis",
+    [
+        (dict(kind="pre-norm"), "pre-norm, x + Sublayer(LayerNorm(x))"),
+        (dict(kind="no residual"), "no residual connections"),
+        (dict(kind="ffn first"), "the feed-forward network comes before the self-attention"),
+        (dict(kind="one norm"), "the same LayerNorm for both sub-layers"),
+        (dict(kind="no mask"), "the mask is not passed to the self-attention"),
+        (dict(eval_dropout=True), "in eval mode two calls differ"),
+        (dict(kind="no dropout"), "no dropout on the sub-layers' outputs"),
+        (dict(kind="dropout on the sum"), "dropout on the sum"),
+        (dict(kind="dropout on x"), "dropout on the residual x"),
+        (dict(kind="dropout after norm"), "dropout after the LayerNorm"),
+        (dict(attn_dropout=True), "dropout on the attention weights as well"),
+        (dict(ffn_dropout=0.0), "the feed-forward network's dropout is 0.0"),
+        (dict(n_norms=3), "one LayerNorm per sub-layer, two in all"),
+    ],
+)
 def test_encoder_layer_typical_mistakes_are_named(kwargs, diagnosis):
     fb = check_encoder_layer(make_layer(**kwargs))
     assert not fb.passed and "not yet" in str(fb)
@@ -234,7 +279,7 @@ def test_encoder_layer_typical_mistakes_are_named(kwargs, diagnosis):
 
 def test_encoder_layer_with_dropout_in_the_wrong_place_still_passes_eval_mode_first():
     text = str(check_encoder_layer(make_layer(kind="dropout on the sum")))
-    assert "values match EncoderLayer (eval mode)" in text          # eval mode: dropout is off
+    assert "values match EncoderLayer (eval mode)" in text  # eval mode: dropout is off
     assert "in training mode your layer differs" in text
 
 
@@ -255,14 +300,17 @@ def three_dims_short(d_model, h, d_ff, dropout):
     return layer
 
 
-@pytest.mark.parametrize("learner, reason", [
-    (lambda *a: None, "returned None"),
-    (lambda *a: [nn.Linear(2, 2)], "should build an nn.Module"),
-    (lambda *a: {}["missing"], "raised KeyError"),
-    (42, "pass your function itself"),
-    (OwnAttention, "build the layer from the library's blocks"),
-    (three_dims_short, "has shape (2, 6, 3), expected (2, 6, 16)"),
-])
+@pytest.mark.parametrize(
+    "learner, reason",
+    [
+        (lambda *a: None, "returned None"),
+        (lambda *a: [nn.Linear(2, 2)], "should build an nn.Module"),
+        (lambda *a: {}["missing"], "raised KeyError"),
+        (42, "pass your function itself"),
+        (OwnAttention, "build the layer from the library's blocks"),
+        (three_dims_short, "has shape (2, 6, 3), expected (2, 6, 16)"),
+    ],
+)
 def test_encoder_layer_says_not_yet_and_never_raises(learner, reason):
     fb = check_encoder_layer(learner)
     assert not fb.passed and reason in str(fb), str(fb)

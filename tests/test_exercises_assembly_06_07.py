@@ -1,6 +1,7 @@
 """Checkers of notebook 06's assembly exercises (a decoder layer, the whole model's
 constructor) and of notebook 07's exercise 3 (the plain cross-entropy): right answers pass,
 typical wrong ones fail with the right diagnosis, non-answers say "not yet"."""
+
 import math
 
 import pytest
@@ -29,11 +30,18 @@ def forgot_return(*args):
     pass
 
 
-@pytest.mark.parametrize("checker", [check_decoder_layer, check_transformer_init,
-                                     check_validation_cross_entropy])
-@pytest.mark.parametrize("learner, reason", [
-    (not_implemented, "not implemented yet"), (forgot_return, "returned None"),
-    (lambda *a: 1 / 0, "raised ZeroDivisionError"), ("MyLayer", "pass your function")])
+@pytest.mark.parametrize(
+    "checker", [check_decoder_layer, check_transformer_init, check_validation_cross_entropy]
+)
+@pytest.mark.parametrize(
+    "learner, reason",
+    [
+        (not_implemented, "not implemented yet"),
+        (forgot_return, "returned None"),
+        (lambda *a: 1 / 0, "raised ZeroDivisionError"),
+        ("MyLayer", "pass your function"),
+    ],
+)
 def test_non_answers_say_not_yet_with_the_reason(checker, learner, reason):
     fb = checker(learner)
     assert not fb.passed and reason in str(fb)
@@ -56,17 +64,16 @@ def make_layer(mistake=None):
             self.cross_attn = MultiHeadAttention(c.d_model, c.h, c.attn_drop)
             self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.P_drop)
             for name in ("self_block", "cross_block", "ff_block"):
-                setattr(self, name, ResidualNorm(c.d_model, c.P_drop, norm_first,
-                                                 c.layer_norm_eps))
+                setattr(self, name, ResidualNorm(c.d_model, c.P_drop, norm_first, c.layer_norm_eps))
 
         def forward(self, x, memory, memory_mask=None):
             causal = mistake != "no_causal"
-            sa = lambda y: self.self_attn(y, is_causal=causal)[0]             # noqa: E731
-            ca = lambda y: self.cross_attn(y, memory, mask=memory_mask)[0]    # noqa: E731
+            sa = lambda y: self.self_attn(y, is_causal=causal)[0]  # noqa: E731
+            ca = lambda y: self.cross_attn(y, memory, mask=memory_mask)[0]  # noqa: E731
             if mistake == "keys_from_decoder":
-                ca = lambda y: self.cross_attn(y, is_causal=True)[0]          # noqa: E731
+                ca = lambda y: self.cross_attn(y, is_causal=True)[0]  # noqa: E731
             if mistake == "no_memory_mask":
-                ca = lambda y: self.cross_attn(y, memory)[0]                  # noqa: E731
+                ca = lambda y: self.cross_attn(y, memory)[0]  # noqa: E731
             if mistake == "cross_first":
                 x = self.cross_block(x, ca)
                 return self.ff_block(self.self_block(x, sa), self.feed_forward)
@@ -80,6 +87,7 @@ def make_layer(mistake=None):
             x = self.cross_block(x, ca)
             out = self.ff_block(x, self.feed_forward)
             return (out, {}) if mistake == "tuple" else out
+
     return Layer
 
 
@@ -97,18 +105,22 @@ def test_decoder_layer_with_an_explicit_causal_mask_passes():
             x = self.self_block(x, lambda y: self.self_attn(y, mask=mask)[0])
             x = self.cross_block(x, lambda y: self.cross_attn(y, memory, mask=memory_mask)[0])
             return self.ff_block(x, self.feed_forward)
+
     assert check_decoder_layer(Explicit).passed
 
 
-@pytest.mark.parametrize("mistake, diagnosis", [
-    ("no_causal", "the causal mask is missing"),
-    ("keys_from_decoder", "keys and values from the decoder (x) instead of the encoder's"),
-    ("no_memory_mask", "cross-attention ignores memory_mask"),
-    ("cross_first", "cross-attention comes before self-attention"),
-    ("ffn_second", "the feed-forward network comes before cross-attention"),
-    ("norm_first", "ResidualNorm ignores config.norm_first"),
-    ("queries_from_memory", "one row per source position"),
-])
+@pytest.mark.parametrize(
+    "mistake, diagnosis",
+    [
+        ("no_causal", "the causal mask is missing"),
+        ("keys_from_decoder", "keys and values from the decoder (x) instead of the encoder's"),
+        ("no_memory_mask", "cross-attention ignores memory_mask"),
+        ("cross_first", "cross-attention comes before self-attention"),
+        ("ffn_second", "the feed-forward network comes before cross-attention"),
+        ("norm_first", "ResidualNorm ignores config.norm_first"),
+        ("queries_from_memory", "one row per source position"),
+    ],
+)
 def test_decoder_layer_wrong(mistake, diagnosis):
     fb = check_decoder_layer(make_layer(mistake))
     assert not fb.passed and diagnosis in str(fb), str(fb)
@@ -120,6 +132,7 @@ def test_decoder_layer_with_other_names_says_which():
             super().__init__(config)
             self.mha = self.cross_attn
             del self.cross_attn
+
     fb = check_decoder_layer(Renamed)
     assert not fb.passed and "use the names self_attn, cross_attn" in str(fb)
     assert "cross_attn.in_proj.weight" in str(fb)
@@ -137,8 +150,11 @@ def make_model(mistake=None):
             nn.Module.__init__(self)
             c = self.config = config
             self.src_embed = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
-            self.tgt_embed = (TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
-                              if mistake == "untied" else self.src_embed)
+            self.tgt_embed = (
+                TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+                if mistake == "untied"
+                else self.src_embed
+            )
             p_drop = 0.1 if mistake == "dropout" else c.P_drop
             self.positions = PositionalEncoding(c.d_model, c.max_len, p_drop, c.pe_layout)
             self.encoder, self.decoder = Encoder(c), Decoder(c)
@@ -154,12 +170,13 @@ def make_model(mistake=None):
                 self.generator.weight.data = self.tgt_embed.weight.data
             elif mistake == "copy":
                 self.generator.weight = nn.Parameter(self.tgt_embed.weight.detach().clone())
-                del self.generator.bias                    # same count, separate storage
+                del self.generator.bias  # same count, separate storage
                 self.generator.register_parameter("bias", None)
             elif mistake not in ("untied", "untied_output", "bias"):
                 self.generator.weight = self.tgt_embed.weight
             if mistake == "bias":
                 self.generator.weight = self.tgt_embed.weight
+
     return Model
 
 
@@ -170,16 +187,19 @@ def test_model_constructor_right():
         assert fact in str(fb)
 
 
-@pytest.mark.parametrize("mistake, diagnosis", [
-    ("untied", "3 separate V x D matrices"),
-    ("untied_output", "2 separate V x D matrices"),
-    ("data", "is a Parameter of its own"),
-    ("copy", "2 separate V x D matrices"),
-    ("bias", "a bias on the output projection"),
-    ("no_xavier", "is not Xavier-uniform"),
-    ("xavier_everywhere", "padding row of the embedding is not zero"),
-    ("dropout", "dropout rate of positions.dropout is 0.1, expected config.P_drop = 0.2"),
-])
+@pytest.mark.parametrize(
+    "mistake, diagnosis",
+    [
+        ("untied", "3 separate V x D matrices"),
+        ("untied_output", "2 separate V x D matrices"),
+        ("data", "is a Parameter of its own"),
+        ("copy", "2 separate V x D matrices"),
+        ("bias", "a bias on the output projection"),
+        ("no_xavier", "is not Xavier-uniform"),
+        ("xavier_everywhere", "padding row of the embedding is not zero"),
+        ("dropout", "dropout rate of positions.dropout is 0.1, expected config.P_drop = 0.2"),
+    ],
+)
 def test_model_constructor_wrong(mistake, diagnosis):
     fb = check_transformer_init(make_model(mistake))
     assert not fb.passed and diagnosis in str(fb), str(fb)
@@ -190,6 +210,7 @@ def test_model_constructor_missing_module_is_named():
         def __init__(self, config):
             super().__init__(config)
             del self.decoder
+
     fb = check_transformer_init(NoDecoder)
     assert not fb.passed and "missing module(s) decoder" in str(fb)
 
@@ -198,9 +219,10 @@ def test_the_library_constructor_itself_is_not_the_answer():
     class Lazy(Transformer):
         def __init__(self, config):
             super().__init__(config)
+
     fb = check_transformer_init(Lazy)
     assert not fb.passed and "calls the library's Transformer.__init__" in str(fb)
-    assert Transformer.__init__.__name__ == "__init__"        # the spy is removed again
+    assert Transformer.__init__.__name__ == "__init__"  # the spy is removed again
 
 
 # 07, exercise 3: the plain cross-entropy ---------------------------------------------------
@@ -222,9 +244,10 @@ def right_nll(model, batches, pad_id):
     total, tokens = 0.0, 0
     with torch.no_grad():
         for b in batches:
-            logits = model(b.src, b.tgt_in)                              # (B, T, V)
-            total += F.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(),
-                                     ignore_index=pad_id, reduction="sum").item()
+            logits = model(b.src, b.tgt_in)  # (B, T, V)
+            total += F.cross_entropy(
+                logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=pad_id, reduction="sum"
+            ).item()
             tokens += int((b.tgt_out != pad_id).sum())
     return total / tokens
 
@@ -239,18 +262,37 @@ def test_plain_cross_entropy_as_a_tensor_passes():
     assert check_validation_cross_entropy(lambda *a: torch.tensor(right_nll(*a))).passed
 
 
-@pytest.mark.parametrize("wrong, diagnosis", [
-    (lambda m, b, p: (lambda t, n, _: t / n)(*per_batch(m, b, p, LabelSmoothingLoss(0.1, p))),
-     "the label-smoothed loss"),
-    (lambda m, b, p: (lambda t, n, ms: sum(ms) / len(ms))(
-        *per_batch(m, b, p, LabelSmoothingLoss(0.0, p))), "the mean of the batches' means"),
-    (lambda m, b, p: (lambda t, n, _: t / n)(*per_batch(m, b, p, LabelSmoothingLoss(0.0, None))),
-     "padding counted"),
-    (lambda m, b, p: math.exp(right_nll(m, b, p)), "this is the perplexity"),
-    (lambda m, b, p: right_nll(m, b, p) / math.log(2), "bits (log base 2)"),
-    (lambda m, b, p: (lambda t, n, _: t / n)(
-        *per_batch(m, b, p, LabelSmoothingLoss(0.0, p), train=True)), "dropout is on"),
-])
+@pytest.mark.parametrize(
+    "wrong, diagnosis",
+    [
+        (
+            lambda m, b, p: (lambda t, n, _: t / n)(
+                *per_batch(m, b, p, LabelSmoothingLoss(0.1, p))
+            ),
+            "the label-smoothed loss",
+        ),
+        (
+            lambda m, b, p: (lambda t, n, ms: sum(ms) / len(ms))(
+                *per_batch(m, b, p, LabelSmoothingLoss(0.0, p))
+            ),
+            "the mean of the batches' means",
+        ),
+        (
+            lambda m, b, p: (lambda t, n, _: t / n)(
+                *per_batch(m, b, p, LabelSmoothingLoss(0.0, None))
+            ),
+            "padding counted",
+        ),
+        (lambda m, b, p: math.exp(right_nll(m, b, p)), "this is the perplexity"),
+        (lambda m, b, p: right_nll(m, b, p) / math.log(2), "bits (log base 2)"),
+        (
+            lambda m, b, p: (lambda t, n, _: t / n)(
+                *per_batch(m, b, p, LabelSmoothingLoss(0.0, p), train=True)
+            ),
+            "dropout is on",
+        ),
+    ],
+)
 def test_plain_cross_entropy_wrong(wrong, diagnosis):
     fb = check_validation_cross_entropy(wrong)
     assert not fb.passed and diagnosis in str(fb), str(fb)

@@ -1,6 +1,7 @@
 """Every checker of every notebook can fail: a forgotten `return` (None), an exception in
 the learner's code or a non-function is "not yet" with the reason, never "correct" and
 never an exception out of the checker."""
+
 import importlib
 import inspect
 import pkgutil
@@ -36,30 +37,38 @@ def test_there_are_checkers_for_every_notebook():
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
-@pytest.mark.parametrize("learner,reason", [(forgot_return, "returned None"),
-                                            (raises, "raised KeyError"),
-                                            ("not a function", "pass your function")])
+@pytest.mark.parametrize(
+    "learner,reason",
+    [
+        (forgot_return, "returned None"),
+        (raises, "raised KeyError"),
+        ("not a function", "pass your function"),
+    ],
+)
 def test_checker_says_not_yet_with_the_reason(checker, learner, reason):
-    n_args = sum(p.default is inspect.Parameter.empty
-                 for p in inspect.signature(checker).parameters.values())
+    n_args = sum(
+        p.default is inspect.Parameter.empty for p in inspect.signature(checker).parameters.values()
+    )
     feedback = checker(*[learner] * n_args)
     assert not feedback.passed and "not yet" in str(feedback)
     assert reason in str(feedback)
 
 
-WRONG_ANSWERS = {"a string": lambda *a, **k: "text",
-                 "a one-element tensor": lambda *a, **k: torch.zeros(1),
-                 "an int64 tensor of another shape":
-                     lambda *a, **k: torch.zeros(2, 3, dtype=torch.long),
-                 "a tuple": lambda *a, **k: (torch.zeros(1), torch.zeros(1)),
-                 "a float": lambda *a, **k: 1.5}
+WRONG_ANSWERS = {
+    "a string": lambda *a, **k: "text",
+    "a one-element tensor": lambda *a, **k: torch.zeros(1),
+    "an int64 tensor of another shape": lambda *a, **k: torch.zeros(2, 3, dtype=torch.long),
+    "a tuple": lambda *a, **k: (torch.zeros(1), torch.zeros(1)),
+    "a float": lambda *a, **k: 1.5,
+}
 
 
 @pytest.mark.parametrize("checker", CHECKERS)
 @pytest.mark.parametrize("answer", sorted(WRONG_ANSWERS))
 def test_checker_says_not_yet_to_a_wrong_type_or_shape_without_raising(checker, answer):
-    n_args = sum(p.default is inspect.Parameter.empty
-                 for p in inspect.signature(checker).parameters.values())
-    feedback = checker(*[WRONG_ANSWERS[answer]] * n_args)       # must not raise
+    n_args = sum(
+        p.default is inspect.Parameter.empty for p in inspect.signature(checker).parameters.values()
+    )
+    feedback = checker(*[WRONG_ANSWERS[answer]] * n_args)  # must not raise
     assert not feedback.passed and "not yet" in str(feedback)
-    assert len(str(feedback).splitlines()) >= 2                  # with a reason
+    assert len(str(feedback).splitlines()) >= 2  # with a reason

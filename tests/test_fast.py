@@ -1,5 +1,6 @@
 """transformer_lib.fast.accelerate: what it swaps, what it keeps, and that the teaching
 modules know nothing of it."""
+
 import inspect
 import re
 from pathlib import Path
@@ -9,19 +10,34 @@ import torch
 from torch import nn
 
 from transformer_lib import MultiHeadAttention, PositionwiseFeedForward, Transformer
-from transformer_lib.fast import (FastDropout, FastFeedForward, FastMultiHeadAttention,
-                                  accelerate)
+from transformer_lib.fast import FastDropout, FastFeedForward, FastMultiHeadAttention, accelerate
 
 PACKAGE = Path(__file__).resolve().parent.parent / "transformer_lib"
-TEACHING = ("embedding", "positional", "masks", "attention", "feedforward", "residual",
-            "encoder", "decoder", "model")
+TEACHING = (
+    "embedding",
+    "positional",
+    "masks",
+    "attention",
+    "feedforward",
+    "residual",
+    "encoder",
+    "decoder",
+    "model",
+)
 
 
 @pytest.mark.parametrize("name", TEACHING)
 def test_teaching_modules_hold_no_speed_code(name):
     source = (PACKAGE / f"{name}.py").read_text()
-    for word in ("cpu_kernels", "compiled", "of_relu", "kernels", "from .fast", "import fast",
-                 "transformer_lib.fast"):
+    for word in (
+        "cpu_kernels",
+        "compiled",
+        "of_relu",
+        "kernels",
+        "from .fast",
+        "import fast",
+        "transformer_lib.fast",
+    ):
         assert word not in source, f"{name}.py mentions {word!r}"
     assert not re.search(r"^from \.dropout|^from \.\w+ import .*Dropout", source, re.M)
 
@@ -37,7 +53,7 @@ def test_the_speed_package_uses_only_public_names_of_the_lesson():
     overridden = {k for k in vars(FastMultiHeadAttention) if not k.startswith("__")}
     assert {"forward", "combine"} & overridden == set()
     assert "fused_attention" in overridden
-    assert "fused_attention" in vars(MultiHeadAttention)      # the hook the lesson offers
+    assert "fused_attention" in vars(MultiHeadAttention)  # the hook the lesson offers
     for name, cls in (("FastFeedForward", FastFeedForward), ("FastDropout", FastDropout)):
         assert not {k for k in vars(cls) if k.startswith("_") and not k.startswith("__")}, name
 
@@ -61,7 +77,7 @@ def test_accelerate_swaps_the_layers_in_place_and_keeps_every_weight(tiny):
     assert list(after) == list(before)
     assert all(torch.equal(after[k], before[k]) for k in before)
     assert all(not m.kernels for m in model.modules() if hasattr(m, "kernels"))
-    accelerate(model, kernels=False)                      # again: nothing changes
+    accelerate(model, kernels=False)  # again: nothing changes
     assert {type(m) for m in model.modules()} == kinds
 
 
@@ -76,7 +92,7 @@ def test_an_accelerated_model_computes_the_same_function(tiny):
     src[1, 6:] = tiny.pad_id
     torch.testing.assert_close(fast.eval()(src, tgt), plain.eval()(src, tgt))
     losses = []
-    for model in (plain.train(), fast.train()):          # tiny fixture: P_drop = 0
+    for model in (plain.train(), fast.train()):  # tiny fixture: P_drop = 0
         loss = model(src, tgt).logsumexp(-1).mean()
         losses.append((loss, torch.autograd.grad(loss, list(model.parameters()))))
     torch.testing.assert_close(losses[0][0], losses[1][0])

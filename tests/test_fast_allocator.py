@@ -1,4 +1,5 @@
 """keep_freed_memory: memory freed at a step's end is reused without new page faults."""
+
 import platform
 import subprocess
 import sys
@@ -22,8 +23,9 @@ GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 def probe(keep: bool):
     """(what keep_freed_memory said, page faults of the last of four 'steps'), in a fresh
     process: the setting lasts for the process."""
-    out = subprocess.run([sys.executable, "-c", PROBE.format(keep=keep)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(keep=keep)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     said, faults = out.stdout.splitlines()
     return said, int(faults)

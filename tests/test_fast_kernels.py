@@ -2,6 +2,7 @@
 generator, forward/backward agreement, the feed-forward and attention fast paths against the
 plain ones, accelerate(kernels=...) and the training command line's use of them. Builds the
 kernels once (~30 s, then cached)."""
+
 import math
 import os
 import shutil
@@ -13,30 +14,40 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import MultiHeadAttention, PositionwiseFeedForward, Transformer, TransformerConfig
+from transformer_lib import (
+    MultiHeadAttention,
+    PositionwiseFeedForward,
+    Transformer,
+    TransformerConfig,
+)
 from transformer_lib.cli import train_command as train_cli
 from transformer_lib.fast import FastDropout, accelerate
 from transformer_lib.fast import kernels as cpu_kernels
 from transformer_lib.fast.attention import MAX_SCORES
-from transformer_lib.fast.dropout import (compiled_dropout, compiled_relu_dropout, keep_mask,
-                                          relu_dropout)
+from transformer_lib.fast.dropout import (
+    compiled_dropout,
+    compiled_relu_dropout,
+    keep_mask,
+    relu_dropout,
+)
 
 from splitmix64 import splitmix64_mask
 
-pytestmark = pytest.mark.skipif(shutil.which("c++") is None,
-                                reason="no C++ compiler: the compiled kernels cannot be built")
+pytestmark = pytest.mark.skipif(
+    shutil.which("c++") is None, reason="no C++ compiler: the compiled kernels cannot be built"
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def kernels():
-    return cpu_kernels.load()                       # a failed build fails every test here
+    return cpu_kernels.load()  # a failed build fails every test here
 
 
 def test_the_mask_is_splitmix64_keyed_by_one_draw_of_torchs_generator():
     torch.manual_seed(7)
     key = int(torch.empty((), dtype=torch.int64).random_())
     torch.manual_seed(7)
-    y = compiled_dropout(torch.ones(1001), 0.3)          # 1001: a last word half used
+    y = compiled_dropout(torch.ones(1001), 0.3)  # 1001: a last word half used
     assert torch.equal(y != 0, splitmix64_mask(key, 1001, 0.3))
 
 
@@ -44,7 +55,7 @@ def test_keeps_with_probability_one_minus_p_rescales_and_favours_no_position():
     x = torch.full((2000, 500), 3.0, requires_grad=True)
     y = compiled_dropout(x, 0.1)
     kept = y != 0
-    rate = round(0.1 * 2 ** 16) / 2 ** 16
+    rate = round(0.1 * 2**16) / 2**16
     sd = math.sqrt(rate * (1 - rate) / x.numel())
     assert abs(1 - kept.float().mean().item() - rate) < 6 * sd
     torch.testing.assert_close(y[kept], torch.full_like(y[kept], 3.0 / 0.9))
@@ -60,15 +71,16 @@ def test_backward_makes_the_same_mask_again():
     y = compiled_dropout(x, 0.4)
     g = torch.randn_like(y)
     y.backward(g)
-    torch.testing.assert_close(x.grad, g * y.detach(), rtol=0, atol=0)   # y is the mask here
+    torch.testing.assert_close(x.grad, g * y.detach(), rtol=0, atol=0)  # y is the mask here
 
 
 def test_gradcheck_in_float64():
     x = torch.randn(6, 9, dtype=torch.float64, requires_grad=True)
 
     def seeded(t):
-        torch.manual_seed(11)                          # the same mask at every evaluation
+        torch.manual_seed(11)  # the same mask at every evaluation
         return compiled_dropout(t, 0.25)
+
     assert torch.autograd.gradcheck(seeded, (x,))
 
 
@@ -95,7 +107,7 @@ def test_relu_dropout_is_relu_of_dropout_with_the_same_mask_and_gradient():
     torch.manual_seed(5)
     slow = torch.relu(compiled_dropout(x2, 0.3))
     torch.testing.assert_close(fast, slow, rtol=0, atol=0)
-    assert len(fast.grad_fn.saved_tensors) == 1               # the output, no mask
+    assert len(fast.grad_fn.saved_tensors) == 1  # the output, no mask
     g = torch.randn_like(fast)
     fast.backward(g)
     slow.backward(g)
@@ -108,25 +120,25 @@ def test_low_precision_and_strided_inputs():
     torch.manual_seed(2)
     y = compiled_dropout(low, 0.2)
     torch.manual_seed(2)
-    ref = compiled_dropout(low.float(), 0.2)            # computed in float32, rounded once
+    ref = compiled_dropout(low.float(), 0.2)  # computed in float32, rounded once
     assert y.dtype == torch.bfloat16
     torch.testing.assert_close(y.float(), ref.to(torch.bfloat16).float(), rtol=0, atol=0)
     torch.manual_seed(2)
-    strided = compiled_dropout(x.t(), 0.2)                # element order of the shape
+    strided = compiled_dropout(x.t(), 0.2)  # element order of the shape
     torch.manual_seed(2)
     torch.testing.assert_close(strided, compiled_dropout(x.t().contiguous(), 0.2))
 
 
 def test_extreme_rates_and_a_bad_threshold(kernels):
     x = torch.ones(10_000)
-    assert torch.count_nonzero(compiled_dropout(x, 1 - 2 ** -18)) == 0    # rounds to p = 1
-    torch.testing.assert_close(compiled_dropout(x, 2 ** -18), x / (1 - 2 ** -18))  # p -> 0
+    assert torch.count_nonzero(compiled_dropout(x, 1 - 2**-18)) == 0  # rounds to p = 1
+    torch.testing.assert_close(compiled_dropout(x, 2**-18), x / (1 - 2**-18))  # p -> 0
     with pytest.raises(RuntimeError, match="threshold"):
         kernels.dropout(x, 70_000, 1.0, 0)
 
 
 def test_bias_relu_dropout_and_its_backward_work_in_place(kernels):
-    h, b = torch.randn(7, 300), torch.randn(300)       # rows cross the kernel's blocks
+    h, b = torch.randn(7, 300), torch.randn(300)  # rows cross the kernel's blocks
     ref = kernels.relu_dropout(h + b, 13107, 1.25, 42)
     out = h.clone()
     assert kernels.bias_relu_dropout_(out, b, 13107, 1.25, 42) is out
@@ -138,7 +150,7 @@ def test_bias_relu_dropout_and_its_backward_work_in_place(kernels):
     with pytest.raises(RuntimeError, match="bias_relu_dropout_"):
         kernels.bias_relu_dropout_(h.clone(), torch.randn(299), 13107, 1.25, 42)
     with pytest.raises(RuntimeError, match="relu_dropout_backward_"):
-        kernels.relu_dropout_backward_(g.t(), ref, 1.25)            # not contiguous
+        kernels.relu_dropout_backward_(g.t(), ref, 1.25)  # not contiguous
 
 
 def plain_feed_forward(ffn, x):
@@ -163,23 +175,24 @@ def test_feed_forward_fast_path_equals_the_plain_one(layout):
         results.append([y.detach(), x.grad] + [p.grad.clone() for p in ffn.parameters()])
         names.append(y.grad_fn.name())
     assert names[0] == "_CompiledFeedForwardBackward" != names[1]
-    assert not torch.allclose(results[0][0], ffn.eval()(x0))     # dropout was at work
+    assert not torch.allclose(results[0][0], ffn.eval()(x0))  # dropout was at work
     for fast, plain in zip(*results):
         torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-6)
 
 
 def test_feed_forward_fast_path_in_bfloat16_and_with_frozen_weights():
     torch.manual_seed(0)
-    ffn = accelerate(PositionwiseFeedForward(16, 64, dropout=0.2).train().to(torch.bfloat16),
-                     kernels=True)
+    ffn = accelerate(
+        PositionwiseFeedForward(16, 64, dropout=0.2).train().to(torch.bfloat16), kernels=True
+    )
     x = torch.randn(4, 5, 16, dtype=torch.bfloat16)
     torch.manual_seed(1)
     fast = ffn(x)
     torch.manual_seed(1)
     plain = plain_feed_forward(ffn, x)
     assert fast.dtype == torch.bfloat16
-    torch.testing.assert_close(fast, plain, rtol=2e-2, atol=2e-2)   # roundings differ
-    ffn.w_1.requires_grad_(False)                   # only what is asked for is computed
+    torch.testing.assert_close(fast, plain, rtol=2e-2, atol=2e-2)  # roundings differ
+    ffn.w_1.requires_grad_(False)  # only what is asked for is computed
     x = x.float().requires_grad_()
     ffn.float()
     ffn(x).sum().backward()
@@ -205,22 +218,22 @@ def test_dropout_module_uses_it_only_with_kernels():
     assert type(drop) is FastDropout and drop.kernels
     torch.manual_seed(4)
     on = drop(x)
-    assert drop.eval()(x) is x                           # evaluation: no dropout at all
-    accelerate(drop.train(), kernels=False)              # switched off again
+    assert drop.eval()(x) is x  # evaluation: no dropout at all
+    accelerate(drop.train(), kernels=False)  # switched off again
     torch.manual_seed(4)
     off = drop(x)
     torch.manual_seed(4)
     assert torch.equal(on, compiled_dropout(x, 0.1))
     torch.manual_seed(4)
-    assert torch.equal(off, x * keep_mask(x.shape, 0.1))            # the pure-PyTorch mask
-    assert torch.equal(on, off)                                      # ... which is the same
+    assert torch.equal(off, x * keep_mask(x.shape, 0.1))  # the pure-PyTorch mask
+    assert torch.equal(on, off)  # ... which is the same
 
 
 @pytest.mark.parametrize("shape", [(7,), (1001,), (3, 1025), (32, 48, 1024)])
 def test_the_kernel_makes_the_pure_pytorch_mask(shape):
     """Both paths: the same key from the generator and the same bits from it."""
     x = torch.randn(shape)
-    for p in (0.1, 0.5, 2 ** -16):
+    for p in (0.1, 0.5, 2**-16):
         torch.manual_seed(9)
         pure = x * keep_mask(x.shape, p)
         torch.manual_seed(9)
@@ -230,8 +243,8 @@ def test_the_kernel_makes_the_pure_pytorch_mask(shape):
     after_pure = torch.rand(3)
     torch.manual_seed(9)
     compiled_dropout(x, 0.1)
-    assert torch.equal(torch.rand(3), after_pure)               # one draw each from the generator
-    if x.dim() == 2:                                              # a transposed input, too
+    assert torch.equal(torch.rand(3), after_pure)  # one draw each from the generator
+    if x.dim() == 2:  # a transposed input, too
         torch.manual_seed(9)
         pure = x.t() * keep_mask(x.t().shape, 0.1)
         torch.manual_seed(9)
@@ -246,7 +259,7 @@ def test_a_training_step_is_the_same_with_and_without_it():
     torch.manual_seed(0)
     model = Transformer(c).train()
     src, tgt = torch.randint(3, 50, (8, 12)), torch.randint(3, 50, (8, 13))
-    src[1:, 9:], tgt[2:, 10:] = c.pad_id, c.pad_id                 # padding masks, too
+    src[1:, 9:], tgt[2:, 10:] = c.pad_id, c.pad_id  # padding masks, too
     results = []
     for switch in (False, True):
         accelerate(model, kernels=switch)
@@ -263,8 +276,9 @@ def test_a_training_step_is_the_same_with_and_without_it():
 
 # ---- attention ----------------------------------------------------------------------------
 
-needs_mkl = pytest.mark.skipif(not cpu_kernels.attention_available(),
-                               reason="this PyTorch has no MKL batched matrix multiply")
+needs_mkl = pytest.mark.skipif(
+    not cpu_kernels.attention_available(), reason="this PyTorch has no MKL batched matrix multiply"
+)
 
 
 @pytest.fixture
@@ -280,23 +294,26 @@ def layer_and_grads(layer, x, memory, mask, is_causal=False, need_weights=False,
     """The layer's output and the gradients of x, memory (if any) and every parameter."""
     out, _ = layer(x, memory, mask, need_weights=need_weights, cache=cache, is_causal=is_causal)
     inputs = [x] + ([memory] if memory is not None else []) + list(layer.parameters())
-    weights = torch.linspace(-2, 2, out.numel()).view(out.shape)     # a gradient of every sign
+    weights = torch.linspace(-2, 2, out.numel()).view(out.shape)  # a gradient of every sign
     return [out.detach()] + list(torch.autograd.grad(out, inputs, weights))
 
 
 def blocked_row(mask: torch.Tensor) -> torch.Tensor:
-    mask[1, 0, 2] = False                           # query 2 of row 1 attends to nothing
+    mask[1, 0, 2] = False  # query 2 of row 1 attends to nothing
     return mask
 
 
 MASKS = {
     "none": lambda B, T, S: None,
-    "padding": lambda B, T, S: torch.arange(S)[None, None, None, :] < torch.tensor(
-        [S, S - 2, 0, S - 3][:B])[:, None, None, None],      # (B, 1, 1, S), one row all padding
-    "per query": lambda B, T, S: blocked_row(torch.rand(
-        B, 1, T, S, generator=torch.Generator().manual_seed(3)) > 0.4),      # (B, 1, T, S)
-    "per head": lambda B, T, S: torch.rand(B, 4, T, S, generator=torch.Generator().manual_seed(
-        4)) > 0.3,                                                            # (B, H, T, S)
+    "padding": lambda B, T, S: torch.arange(S)[None, None, None, :]
+    < torch.tensor([S, S - 2, 0, S - 3][:B])[
+        :, None, None, None
+    ],  # (B, 1, 1, S), one row all padding
+    "per query": lambda B, T, S: blocked_row(
+        torch.rand(B, 1, T, S, generator=torch.Generator().manual_seed(3)) > 0.4
+    ),  # (B, 1, T, S)
+    "per head": lambda B, T, S: torch.rand(B, 4, T, S, generator=torch.Generator().manual_seed(4))
+    > 0.3,  # (B, H, T, S)
     "2-d": lambda B, T, S: torch.rand(T, S, generator=torch.Generator().manual_seed(5)) > 0.2,
 }
 
@@ -321,8 +338,8 @@ def test_attention_kernel_equals_the_plain_paths(attention_calls, mask_kind, cro
         results.append(layer_and_grads(layer, x, memory, mask))
     assert len(attention_calls) == 1
     compiled, fused, explicit = results
-    if mask is not None:                 # a query with nothing to attend to gives zeros
-        blocked = ~mask.expand(B, 4, T, S).any(-1).all(1)                  # (B, T)
+    if mask is not None:  # a query with nothing to attend to gives zeros
+        blocked = ~mask.expand(B, 4, T, S).any(-1).all(1)  # (B, T)
         assert bool(blocked.any()) == (mask_kind in ("padding", "per query"))
     for got, want_fused, want_explicit in zip(compiled, fused, explicit):
         assert torch.isfinite(got).all()
@@ -339,8 +356,9 @@ def test_attention_kernel_with_the_causal_flag_and_other_head_counts(attention_c
     results = []
     for switch in (True, False):
         accelerate(layer, kernels=switch)
-        results.append(layer_and_grads(layer, x0.clone().requires_grad_(), None, None,
-                                       is_causal=True))
+        results.append(
+            layer_and_grads(layer, x0.clone().requires_grad_(), None, None, is_causal=True)
+        )
     assert len(attention_calls) == 1
     for got, want in zip(*results):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -363,14 +381,14 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     assert calls(x) == 1
     assert calls(x, need_weights=True) == 0
     cache = {}
-    assert calls(x, cache=cache) == 1               # a first step: keys are the projection's
-    assert calls(x[:, :1], cache=cache) == 0        # then past keys, concatenated head by head
+    assert calls(x, cache=cache) == 1  # a first step: keys are the projection's
+    assert calls(x[:, :1], cache=cache) == 0  # then past keys, concatenated head by head
     layer.double()
-    assert calls(x.double()) == 0                   # float32 only
+    assert calls(x.double()) == 0  # float32 only
     layer.float()
     layer.dropout = 0.1
     assert calls(x) == 0
-    layer.eval()                                    # no dropout in evaluation: the kernel
+    layer.eval()  # no dropout in evaluation: the kernel
     assert calls(x) == 1
     side = int(math.isqrt(MAX_SCORES))
     assert calls(torch.randn(1, side, 16)) == 1
@@ -379,7 +397,7 @@ def test_attention_kernel_only_where_it_applies(attention_calls, monkeypatch):
     assert calls(x) == 0
     monkeypatch.setattr(cpu_kernels, "attention_available", lambda: True)
     accelerate(layer, kernels=False)
-    assert calls(x) == 0                            # accelerated without the kernels
+    assert calls(x) == 0  # accelerated without the kernels
     assert len(attention_calls) == 4
 
 
@@ -397,11 +415,11 @@ def test_attention_kernel_with_a_decoding_cache_equals_the_plain_layer(attention
     for layer in (plain, fast):
         cache = {}
         first, _ = layer(x[:, :5], cache=cache, is_causal=True)
-        rest = [layer(x[:, t:t + 1], cache=cache, is_causal=True)[0] for t in (5, 6)]
+        rest = [layer(x[:, t : t + 1], cache=cache, is_causal=True)[0] for t in (5, 6)]
         outputs.append(torch.cat([first, *rest], dim=1))
     assert len(attention_calls) == 1
     torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-5)
-    whole, _ = plain(x, is_causal=True)                  # and what the whole sequence gives
+    whole, _ = plain(x, is_causal=True)  # and what the whole sequence gives
     torch.testing.assert_close(outputs[1], whole, rtol=1e-5, atol=1e-5)
 
 
@@ -434,8 +452,9 @@ def test_attention_kernel_rejects_what_it_cannot_read(kernels):
     with pytest.raises(RuntimeError, match="q must be a float32 CPU tensor"):
         kernels.attention_forward(q.double(), q, q, None, 2, 0.5)
     with pytest.raises(RuntimeError, match="unit stride along D"):
-        kernels.attention_forward(q.transpose(1, 2).contiguous().transpose(1, 2), q, q, None,
-                                  2, 0.5)
+        kernels.attention_forward(
+            q.transpose(1, 2).contiguous().transpose(1, 2), q, q, None, 2, 0.5
+        )
     with pytest.raises(RuntimeError, match="mask must be bool of shape"):
         kernels.attention_forward(q, q, q, torch.ones(2, 2, 3, 4, dtype=torch.bool), 2, 0.5)
     with pytest.raises(RuntimeError, match="heads must divide D"):
@@ -464,13 +483,14 @@ def test_kernels_without_a_compiler_fail_at_once_or_fall_back(monkeypatch):
     monkeypatch.setattr(cpu_kernels, "_module", None)
     monkeypatch.delenv("CXX", raising=False)
     real_which = shutil.which
-    monkeypatch.setattr(cpu_kernels.shutil, "which",
-                        lambda name: None if name == "c++" else real_which(name))
+    monkeypatch.setattr(
+        cpu_kernels.shutil, "which", lambda name: None if name == "c++" else real_which(name)
+    )
     layer = MultiHeadAttention(16, 2)
     with pytest.raises(RuntimeError, match="C\\+\\+ compiler"):
         accelerate(layer, kernels=True)
-    assert type(layer) is MultiHeadAttention                 # left as it was
-    assert not accelerate(layer).kernels                     # default: without them
+    assert type(layer) is MultiHeadAttention  # left as it was
+    assert not accelerate(layer).kernels  # default: without them
     with pytest.raises(TypeError, match="kernels"):
         accelerate(layer, kernels="yes")
 
@@ -478,11 +498,36 @@ def test_kernels_without_a_compiler_fail_at_once_or_fall_back(monkeypatch):
 def test_cli_trains_with_it(tmp_path):
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
-        [sys.executable, "-m", "transformer_lib.train", "--task", "dates", "--n-train", "200",
-         "--n-valid", "10", "--d-model", "32", "--d-ff", "64", "--max-tokens", "400",
-         "--steps", "3", "--no-progress", "--threads", "1", "--compiled-kernels",
-         "--out", str(tmp_path / "run")],
-        cwd=root, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "transformer_lib.train",
+            "--task",
+            "dates",
+            "--n-train",
+            "200",
+            "--n-valid",
+            "10",
+            "--d-model",
+            "32",
+            "--d-ff",
+            "64",
+            "--max-tokens",
+            "400",
+            "--steps",
+            "3",
+            "--no-progress",
+            "--threads",
+            "1",
+            "--compiled-kernels",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "trained steps 1-3" in proc.stdout
 
@@ -490,7 +535,7 @@ def test_cli_trains_with_it(tmp_path):
 def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cpu_kernels, "_module", None)
     monkeypatch.setattr(cpu_kernels.shutil, "which", lambda name: None)
-    monkeypatch.setitem(sys.modules, "ninja", None)          # `import ninja` fails too
+    monkeypatch.setitem(sys.modules, "ninja", None)  # `import ninja` fails too
     with pytest.raises(SystemExit) as exit_info:
         train_cli.main(["--task", "dates", "--compiled-kernels", "--out", str(tmp_path / "x")])
     assert exit_info.value.code == 2
@@ -498,22 +543,43 @@ def test_cli_names_the_flag_when_the_kernel_cannot_be_built(tmp_path, capsys, mo
 
 
 def tiny_cli_run(tmp_path, *flags):
-    return ["--task", "dates", "--n-train", "100", "--n-valid", "5", "--d-model", "16",
-            "--d-ff", "32", "--max-tokens", "200", "--steps", "1", "--no-progress",
-            "--out", str(tmp_path / "run"), *flags]
+    return [
+        "--task",
+        "dates",
+        "--n-train",
+        "100",
+        "--n-valid",
+        "5",
+        "--d-model",
+        "16",
+        "--d-ff",
+        "32",
+        "--max-tokens",
+        "200",
+        "--steps",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "run"),
+        *flags,
+    ]
 
 
-@pytest.mark.parametrize("flags, used", [((), True), (("--no-compiled-kernels",), False),
-                                         (("--dropout", "0"), True)])     # attention still
-def test_cli_accelerates_the_model_with_kernels_by_default(tmp_path, capsys, monkeypatch,
-                                                           flags, used):
+@pytest.mark.parametrize(
+    "flags, used", [((), True), (("--no-compiled-kernels",), False), (("--dropout", "0"), True)]
+)  # attention still
+def test_cli_accelerates_the_model_with_kernels_by_default(
+    tmp_path, capsys, monkeypatch, flags, used
+):
     seen = []
     real_accelerate = train_cli.fast.accelerate
-    monkeypatch.setattr(train_cli.fast, "accelerate",
-                        lambda model, kernels: seen.append(kernels) or real_accelerate(model,
-                                                                                       kernels))
+    monkeypatch.setattr(
+        train_cli.fast,
+        "accelerate",
+        lambda model, kernels: seen.append(kernels) or real_accelerate(model, kernels),
+    )
     assert train_cli.main(tiny_cli_run(tmp_path, *flags)) == 0
-    assert seen == [used]                                # once, for the run's model
+    assert seen == [used]  # once, for the run's model
     assert ("compiled CPU kernels: on" in capsys.readouterr().out) == used
 
 
@@ -529,13 +595,13 @@ def test_cli_goes_on_without_it_when_it_cannot_be_built(tmp_path, capsys, monkey
 
 def test_cli_leaves_it_to_cpu_training(monkeypatch):
     monkeypatch.setattr(cpu_kernels, "load", lambda: pytest.fail("built for a GPU run"))
-    args = train_cli.build_parser().parse_args(["--task", "dates", "--out", "x",
-                                                "--device", "meta"])
+    args = train_cli.build_parser().parse_args(
+        ["--task", "dates", "--out", "x", "--device", "meta"]
+    )
     assert train_cli.wants_compiled_kernels(train_cli.build_parser(), args) is False
 
 
-@pytest.mark.parametrize("system, openmp", [("linux", True), ("darwin", False),
-                                            ("win32", False)])
+@pytest.mark.parametrize("system, openmp", [("linux", True), ("darwin", False), ("win32", False)])
 def test_openmp_is_asked_for_only_on_linux(monkeypatch, system, openmp):
     monkeypatch.setattr(cpu_kernels.sys, "platform", system)
     flags = cpu_kernels._compiler_flags()
@@ -546,14 +612,18 @@ def test_a_stale_build_lock_left_by_a_killed_build_does_not_hang_the_next_load()
     """PyTorch's own `lock` file, left behind by a build killed mid-way, makes every later
     build wait forever; load() removes one older than STALE_LOCK_S."""
     from torch.utils.cpp_extension import _get_build_directory
+
     name = cpu_kernels._build_name(cpu_kernels.SOURCE_FILE.read_text())
     lock = Path(_get_build_directory(name, verbose=False)) / "lock"
-    lock.touch()                                     # what a killed build leaves ...
+    lock.touch()  # what a killed build leaves ...
     old = time.time() - cpu_kernels.STALE_LOCK_S - 60
-    os.utime(lock, (old, old))                       # ... some time ago
-    child = subprocess.run([sys.executable, "-c",
-                            "from transformer_lib.fast import kernels; kernels.load()"],
-                           capture_output=True, text=True, timeout=300)
+    os.utime(lock, (old, old))  # ... some time ago
+    child = subprocess.run(
+        [sys.executable, "-c", "from transformer_lib.fast import kernels; kernels.load()"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr
     assert not lock.exists()
 
@@ -562,7 +632,7 @@ def test_a_recent_build_lock_is_waited_for(tmp_path):
     lock = tmp_path / "lock"
     lock.touch()
     start = time.monotonic()
-    cpu_kernels._wait_for_stale_lock(lock, stale_s=1.5)     # nobody removes it: stale at 1.5 s
+    cpu_kernels._wait_for_stale_lock(lock, stale_s=1.5)  # nobody removes it: stale at 1.5 s
     assert 1.0 < time.monotonic() - start < 30 and not lock.exists()
 
 
@@ -571,9 +641,15 @@ def test_a_build_held_by_another_process_is_waited_for_then_named(tmp_path, monk
     with open(tmp_path / "build.flock", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         child = subprocess.run(
-            [sys.executable, "-c",
-             "from pathlib import Path; from transformer_lib.fast import kernels\n"
-             f"with kernels._build_lock(Path({str(tmp_path)!r}), wait_s=1): pass"],
-            capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-c",
+                "from pathlib import Path; from transformer_lib.fast import kernels\n"
+                f"with kernels._build_lock(Path({str(tmp_path)!r}), wait_s=1): pass",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert child.returncode != 0
     assert "another process has been building" in child.stderr

@@ -6,6 +6,7 @@ run must say, in one line and without a traceback, how to resume.
 The faults are injected by ``tests/fault_harness.py`` (the process signals itself at the
 exact moment); one test sends the signal from outside, as a terminal or scheduler would.
 """
+
 import os
 import signal
 import subprocess
@@ -21,10 +22,37 @@ from transformer_lib.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = str(ROOT / "tests" / "fault_harness.py")
-TINY = ["--task", "dates", "--n-train", "120", "--n-valid", "4", "--n-test", "4",
-        "--d-model", "16", "--d-ff", "32", "--layers", "1", "--heads", "2",
-        "--max-tokens", "150", "--warmup", "3", "--eval-limit", "4", "--no-progress",
-        "--threads", "1", "--no-compiled-kernels", "--no-keep-freed-memory", "--steps", "6"]
+TINY = [
+    "--task",
+    "dates",
+    "--n-train",
+    "120",
+    "--n-valid",
+    "4",
+    "--n-test",
+    "4",
+    "--d-model",
+    "16",
+    "--d-ff",
+    "32",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--max-tokens",
+    "150",
+    "--warmup",
+    "3",
+    "--eval-limit",
+    "4",
+    "--no-progress",
+    "--threads",
+    "1",
+    "--no-compiled-kernels",
+    "--no-keep-freed-memory",
+    "--steps",
+    "6",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +66,9 @@ def harness(out: Path, *flags: str, fault: str = "", sleep: str = "", wait: bool
     env = {**os.environ, "FAULT": fault, "STEP_SLEEP": sleep, "PYTHONHASHSEED": "0"}
     cmd = [sys.executable, HARNESS, *TINY, "--out", str(out), *flags]
     if not wait:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -66,18 +95,20 @@ MATRIX = [
     ("SIGINT", "step:3", "2", 130, 3),
     ("SIGTERM", "step:3", "2", 143, 3),
     ("SIGKILL", "step:3", "2", -9, 2),
-    ("SIGINT", "step:1", "0", 130, 1),        # no periodic saves: one is written anyway
+    ("SIGINT", "step:1", "0", 130, 1),  # no periodic saves: one is written anyway
     ("SIGTERM", "step:5", "0", 143, 5),
-    ("SIGINT", "save:2", "2", 130, 4),        # the save of step 4 completes, then it stops
+    ("SIGINT", "save:2", "2", 130, 4),  # the save of step 4 completes, then it stops
     ("SIGTERM", "save:2", "2", 143, 4),
-    ("SIGKILL", "save:2", "2", -9, 2),        # half-written: step 2's checkpoint remains
+    ("SIGKILL", "save:2", "2", -9, 2),  # half-written: step 2's checkpoint remains
 ]
 
 
-@pytest.mark.parametrize("name,moment,save_every,code,left", MATRIX,
-                         ids=[f"{m[0]}-{m[1]}-save{m[2]}" for m in MATRIX])
-def test_stopped_run_resumes_to_the_uninterrupted_weights(tmp_path, reference, name, moment,
-                                                          save_every, code, left):
+@pytest.mark.parametrize(
+    "name,moment,save_every,code,left", MATRIX, ids=[f"{m[0]}-{m[1]}-save{m[2]}" for m in MATRIX]
+)
+def test_stopped_run_resumes_to_the_uninterrupted_weights(
+    tmp_path, reference, name, moment, save_every, code, left
+):
     out = tmp_path / "run"
     proc = harness(out, "--save-every", save_every, fault=f"{name}@{moment}")
     assert proc.returncode == code, proc.stderr[-2000:]
@@ -86,16 +117,15 @@ def test_stopped_run_resumes_to_the_uninterrupted_weights(tmp_path, reference, n
     assert ckpt["step"] == left
     temporaries = list(out.glob(".checkpoint.pt.*.tmp"))
     if name == "SIGKILL" and moment.startswith("save"):
-        assert len(temporaries) == 1                  # what the killed write left
+        assert len(temporaries) == 1  # what the killed write left
     else:
         assert temporaries == []
     if name != "SIGKILL":
         last = proc.stderr.strip().splitlines()[-1]
         assert f"{name}: stopped after step {left} of 6" in last
         assert "Resume with: python -m transformer_lib.train" in last and "--resume" in last
-    assert train_cli.main([*TINY, "--out", str(out), "--save-every", save_every,
-                           "--resume"]) == 0
-    assert list(out.glob(".*.tmp")) == []             # the resume cleaned up
+    assert train_cli.main([*TINY, "--out", str(out), "--save-every", save_every, "--resume"]) == 0
+    assert list(out.glob(".*.tmp")) == []  # the resume cleaned up
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 6
     assert_same_weights(out / "checkpoint.pt", reference)
 
@@ -105,7 +135,7 @@ def test_a_signal_during_the_final_save_keeps_the_finished_run(tmp_path, referen
     proc = harness(out, "--save-every", "0", fault="SIGINT@save:1")  # step 6's save
     assert proc.returncode == 130, proc.stderr[-2000:]
     assert "training had finished" in proc.stderr and "Traceback" not in proc.stderr
-    assert "test: exact match" not in proc.stdout                      # not scored
+    assert "test: exact match" not in proc.stdout  # not scored
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 6
     assert_same_weights(out / "checkpoint.pt", reference)
 
@@ -138,4 +168,4 @@ def test_a_second_signal_stops_at_once_keeping_the_last_checkpoint(tmp_path):
     assert "stopped at once; the last complete checkpoint is" in proc.stderr
     assert "(step 2)" in proc.stderr
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 2
-    assert list(out.glob(".*.tmp")) == []                # the abandoned write removed itself
+    assert list(out.glob(".*.tmp")) == []  # the abandoned write removed itself

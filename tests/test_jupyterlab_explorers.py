@@ -7,6 +7,7 @@ copy of notebook 02's explorer cell, runs it, drags the d_model slider and check
 drawn figure changed. Screenshots: build/test-artifacts/explorer_before.png, _after.png.
 Every wait has a time limit, and the server's whole process group is stopped at the end.
 """
+
 import json
 import os
 import secrets
@@ -25,7 +26,7 @@ from browser import RequestLog, chromium_path, open_browser, screenshot_path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "02_positional_encoding.ipynb"
-SETTINGS = {   # no news or update checks (no network); start the notebook's kernel, no dialog
+SETTINGS = {  # no news or update checks (no network); start the notebook's kernel, no dialog
     "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
     "notebook-extension/tracker": {"autoStartDefaultKernel": True},
 }
@@ -51,7 +52,7 @@ def explorer_notebook(folder: Path) -> str:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """(base URL, token, notebook name) of a JupyterLab server, stopped after the module."""
-    chromium_path()                                   # skip (or fail under CI) before starting
+    chromium_path()  # skip (or fail under CI) before starting
     tmp = tmp_path_factory.mktemp("jupyterlab")
     root = tmp / "root"
     root.mkdir()
@@ -61,18 +62,37 @@ def lab(tmp_path_factory):
         path.write_text(json.dumps(values))
     name = explorer_notebook(root)
     port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), IPYTHONDIR=str(tmp / "ipython"),
-               JUPYTER_PLATFORM_DIRS="1")
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(tmp / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        IPYTHONDIR=str(tmp / "ipython"),
+        JUPYTER_PLATFORM_DIRS="1",
+    )
     log = open(tmp / "server.log", "wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         "--ServerApp.allow_root=True", f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
-         f"--LabApp.user_settings_dir={tmp / 'settings'}",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.allow_root=True",
+            f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+            f"--LabApp.user_settings_dir={tmp / 'settings'}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90
@@ -82,8 +102,9 @@ def lab(tmp_path_factory):
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("JupyterLab did not start: "
-                                + (tmp / "server.log").read_text()[-2000:])
+                    pytest.fail(
+                        "JupyterLab did not start: " + (tmp / "server.log").read_text()[-2000:]
+                    )
                 time.sleep(0.5)
         yield base, token, name
     finally:
@@ -111,6 +132,7 @@ def run_explorer_cell(page, url):
     A run requested while the page is still connecting to the kernel can be dropped (the
     prompt stays ``[ ]``); it is then requested again, at most three times."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.goto(url)
     page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
     cell = page.locator(".jp-CodeCell").first
@@ -118,11 +140,10 @@ def run_explorer_cell(page, url):
         cell.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
         try:
-            return page.wait_for_selector(".jp-OutputArea-output img.widget-image",
-                                          timeout=20_000)
+            return page.wait_for_selector(".jp-OutputArea-output img.widget-image", timeout=20_000)
         except PlaywrightTimeout:
             if cell.locator(".jp-InputPrompt").inner_text().strip() not in ("[ ]:", "[ ]"):
-                break                                   # it runs: wait for it below
+                break  # it runs: wait for it below
     return page.wait_for_selector(".jp-OutputArea-output img.widget-image")
 
 
@@ -145,15 +166,16 @@ def test_slider_redraws_the_figure(lab):
         before_pixels = image.screenshot()
         page.screenshot(path=screenshot_path("explorer_before.png"))
 
-        handle = slider.locator(".noUi-handle").bounding_box()      # drag d_model right
+        handle = slider.locator(".noUi-handle").bounding_box()  # drag d_model right
         x, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
         page.mouse.move(x, y)
         page.mouse.down()
         page.mouse.move(x + 120, y, steps=8)
         page.mouse.up()
-        page.wait_for_function("([img, old]) => img.src !== old && img.complete",
-                               arg=[image, before_src])
-        page.wait_for_timeout(300)                                   # the new image painted
+        page.wait_for_function(
+            "([img, old]) => img.src !== old && img.complete", arg=[image, before_src]
+        )
+        page.wait_for_timeout(300)  # the new image painted
         page.screenshot(path=screenshot_path("explorer_after.png"))
         after_value, after_pixels = readout.inner_text(), image.screenshot()
 

@@ -1,6 +1,7 @@
 """The slide marks' command line, run the way README.md documents it:
 ``python -m tools.mark_slides`` from the repository root (tools/mark_slides.py is a module of
 the ``tools`` package, not a script)."""
+
 import shutil
 import subprocess
 import sys
@@ -11,8 +12,13 @@ NOTEBOOK = ROOT / "notebooks" / "01_embedding.ipynb"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools.mark_slides", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.mark_slides", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_module_form_checks_a_marked_notebook_and_changes_nothing(tmp_path):
@@ -30,4 +36,5 @@ def test_module_form_refuses_a_path_that_is_not_a_notebook(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
         f"python -m tools.mark_slides: error: notebooks: {tmp_path / 'notes.txt'} "
-        "is not an .ipynb file")
+        "is not an .ipynb file"
+    )

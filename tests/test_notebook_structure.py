@@ -3,6 +3,7 @@ prerequisites and honest times; exercises posed in prose, then a stub, a check a
 worked solution, with no checker run before its exercise is posed; figures that fit a
 notebook column; every numbered pitfall referred to is defined where it is read; no engineering aside in the teaching
 path (the appendix, 10, holds those)."""
+
 import re
 
 import pytest
@@ -12,8 +13,12 @@ from notebook_cells import NOTEBOOKS, cells, output_text, png_widths, source
 SERIES = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 TEACHING = [n for n in SERIES if "appendix" not in n]
 # checked exercises per notebook; the others pose three
-EXERCISES = {"03_attention.ipynb": 1, "05_encoder.ipynb": 4, "06_decoder.ipynb": 5,
-             "07_training.ipynb": 3}
+EXERCISES = {
+    "03_attention.ipynb": 1,
+    "05_encoder.ipynb": 4,
+    "06_decoder.ipynb": 5,
+    "07_training.ipynb": 3,
+}
 CHECK = re.compile(r"\bcheck_\w+\(")
 
 
@@ -36,25 +41,36 @@ def test_opening_cell_states_objectives_prerequisites_and_times(name):
 @pytest.mark.parametrize("name", TEACHING)
 def test_exercises_are_posed_then_stubbed_checked_and_solved(name):
     nb = cells(name)
-    posed_at = next(i for i, c in enumerate(nb)
-                    if c["cell_type"] == "markdown" and "## Exercises" in source(c))
-    first_check = min(i for i, c in enumerate(nb)
-                      if c["cell_type"] == "code" and CHECK.search(source(c)))
+    posed_at = next(
+        i for i, c in enumerate(nb) if c["cell_type"] == "markdown" and "## Exercises" in source(c)
+    )
+    first_check = min(
+        i for i, c in enumerate(nb) if c["cell_type"] == "code" and CHECK.search(source(c))
+    )
     assert first_check > posed_at, f"{name}: cell {first_check} runs a checker before the exercises"
-    checks = [i for i, c in enumerate(nb) if c["cell_type"] == "code" and CHECK.search(source(c))
-              and "solution" not in c["metadata"].get("tags", [])]
-    assert len(checks) == EXERCISES.get(name, 3), f"{name}: one check cell per exercise, got {checks}"
+    checks = [
+        i
+        for i, c in enumerate(nb)
+        if c["cell_type"] == "code"
+        and CHECK.search(source(c))
+        and "solution" not in c["metadata"].get("tags", [])
+    ]
+    assert len(checks) == EXERCISES.get(name, 3), (
+        f"{name}: one check cell per exercise, got {checks}"
+    )
     for i in checks:
         prose, stub, check, sol = nb[i - 2], nb[i - 1], nb[i], nb[i + 1]
         assert prose["cell_type"] == "markdown" and "Exercise" in source(prose)
         assert "raise NotImplementedError" in source(stub) and not CHECK.search(source(stub))
         defined = re.search(r"^(?:def|class) (\w+)", source(stub), re.M).group(1)
-        assert f"`{defined}(" in source(prose), f"{name}: the exercise text does not name `{defined}`"
+        assert f"`{defined}(" in source(prose), (
+            f"{name}: the exercise text does not name `{defined}`"
+        )
         assert re.search(rf"\({defined}[,)]", source(check))
         assert sol["metadata"].get("tags") == ["solution"]
         assert sol["metadata"].get("jupyter", {}).get("source_hidden") is True
         assert CHECK.search(source(sol)).group(0) == CHECK.search(source(check)).group(0)
-        assert "not implemented yet" in output_text(check)        # an untouched stub: no error
+        assert "not implemented yet" in output_text(check)  # an untouched stub: no error
         assert ": correct" in output_text(sol)
 
 

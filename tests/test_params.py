@@ -1,4 +1,5 @@
 """Parameter counts per component against closed-form formulas (Table 3)."""
+
 import pytest
 import torch
 
@@ -10,10 +11,15 @@ def total(model):
     return sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("overrides", [
-    {}, {"norm_first": True}, {"tie_embeddings": False},
-    {"N": 3, "d_model": 48, "d_ff": 80, "h": 6},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"norm_first": True},
+        {"tie_embeddings": False},
+        {"N": 3, "d_model": 48, "d_ff": 80, "h": 6},
+    ],
+)
 def test_counts_match_formulas_and_total(overrides):
     model = Transformer(TransformerConfig.tiny(50, **overrides))
     counts = count_parameters(model)
@@ -34,7 +40,7 @@ def test_literal_formulas():
     D, d_ff = 32, 64
     assert mha_params(D) == 4 * D * D + 4 * D
     assert ffn_params(D, d_ff) == D * d_ff + d_ff + d_ff * D + D
-    attn = torch.nn.MultiheadAttention(D, 4)          # PyTorch's own module, same layout
+    attn = torch.nn.MultiheadAttention(D, 4)  # PyTorch's own module, same layout
     assert mha_params(D) == total(attn)
 
 
@@ -48,7 +54,7 @@ def test_tying_counts_the_shared_matrix_once():
 @pytest.mark.parametrize("preset, low, high", [("base", 60e6, 66e6), ("big", 205e6, 220e6)])
 def test_presets_near_table3(preset, low, high):
     config = getattr(TransformerConfig, preset)()
-    with torch.device("meta"):                        # shapes only, no memory
+    with torch.device("meta"):  # shapes only, no memory
         model = Transformer(config)
     counts = count_parameters(model)
     assert counts == formula_counts(config)

@@ -35,6 +35,7 @@ def test_the_sublayer_module_gets_the_further_arguments():
 
 def test_an_attention_sublayer_gives_its_weights_beside_the_output():
     from transformer_lib import MultiHeadAttention
+
     torch.manual_seed(0)
     block, attn = ResidualNorm(8, dropout=0.0, norm_first=True), MultiHeadAttention(8, 2).eval()
     x = torch.randn(2, 3, 8)
@@ -42,11 +43,12 @@ def test_an_attention_sublayer_gives_its_weights_beside_the_output():
     expected, expected_weights = attn(block.norm(x), need_weights=True)
     torch.testing.assert_close(out, x + expected)
     torch.testing.assert_close(weights, expected_weights)
-    assert block(x, attn)[1] is None                          # weights not asked for
+    assert block(x, attn)[1] is None  # weights not asked for
 
 
 def test_bad_arguments_are_named():
     import pytest
+
     with pytest.raises(TypeError, match="norm_first must be True or False, got 'no'"):
         ResidualNorm(6, norm_first="no")
     with pytest.raises(ValueError, match=r"dropout must be in \[0.0, 1.0\), got 1.0"):

@@ -1,5 +1,6 @@
 """Greedy decoding and beam search: cache == no cache, beam 1 == greedy, exact search at a
 large beam, EOS handling, batched == per item, bad input."""
+
 import itertools
 
 import pytest
@@ -15,8 +16,9 @@ PAD, BOS, EOS = 0, 1, 2
 def random_model(seed, tgt_vocab=12, **overrides):
     """Untied embeddings: a random tied model mostly repeats its input token."""
     torch.manual_seed(seed)
-    config = TransformerConfig.tiny(src_vocab_size=20, tgt_vocab_size=tgt_vocab, P_drop=0.0,
-                                    **overrides)
+    config = TransformerConfig.tiny(
+        src_vocab_size=20, tgt_vocab_size=tgt_vocab, P_drop=0.0, **overrides
+    )
     return Transformer(config)
 
 
@@ -33,9 +35,9 @@ def model_score(model, src, ys, alpha):
     Padding is never produced, so it is excluded from the softmax as the decoders do."""
     tgt_in = torch.cat((torch.full((ys.shape[0], 1), BOS), ys[:, :-1]), dim=1)
     with torch.no_grad():
-        logits = model.eval()(src, tgt_in)                                   # (B, T, V)
+        logits = model.eval()(src, tgt_in)  # (B, T, V)
     logits[..., PAD] = float("-inf")
-    log_probs = logits.log_softmax(-1).gather(2, ys[..., None])[..., 0]      # (B, T)
+    log_probs = logits.log_softmax(-1).gather(2, ys[..., None])[..., 0]  # (B, T)
     real = ys != PAD
     return log_probs.masked_fill(~real, 0.0).sum(1) / gnmt_length_penalty(real.sum(1), alpha)
 
@@ -65,7 +67,8 @@ def test_cached_path_feeds_one_token_per_step():
     seen = []
     decode = model.decode
     model.decode = lambda tgt, *a, **k: seen.append((tgt.shape[1], k["cache"])) or decode(
-        tgt, *a, **k)
+        tgt, *a, **k
+    )
     greedy_decode(model, src, 6, eos_id=11)
     assert [t for t, _ in seen] == [1] * len(seen) and seen[0][1] is not None
     seen.clear()
@@ -77,16 +80,20 @@ def test_cached_path_feeds_one_token_per_step():
 def test_beam_cache_follows_each_hypothesis_parent(seed):
     model, src = random_model(seed), padded_src(seed)
     for k in (2, 4):
-        assert torch.equal(beam_search(model, src, 12, beam_size=k),
-                           beam_search(model, src, 12, beam_size=k, use_cache=False))
+        assert torch.equal(
+            beam_search(model, src, 12, beam_size=k),
+            beam_search(model, src, 12, beam_size=k, use_cache=False),
+        )
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_beam_of_one_is_greedy(seed):
     model, src = random_model(seed), padded_src(seed)
     for eos in (EOS, 4):
-        assert torch.equal(beam_search(model, src, 12, beam_size=1, eos_id=eos),
-                           greedy_decode(model, src, 12, eos_id=eos))
+        assert torch.equal(
+            beam_search(model, src, 12, beam_size=1, eos_id=eos),
+            greedy_decode(model, src, 12, eos_id=eos),
+        )
 
 
 def all_hypotheses(vocab, max_len):
@@ -106,13 +113,13 @@ def test_a_beam_that_prunes_nothing_finds_the_best_sequence_and_beats_greedy(alp
     model, src, max_len = random_model(1, tgt_vocab=6), padded_src(1, B=3), 3
     best = beam_search(model, src, max_len, beam_size=125, length_penalty=alpha)
     best = nn.functional.pad(best, (0, max_len - best.shape[1]), value=PAD)
-    candidates = torch.tensor(list(all_hypotheses(6, max_len)))              # (N, max_len)
+    candidates = torch.tensor(list(all_hypotheses(6, max_len)))  # (N, max_len)
     for b in range(src.shape[0]):
-        scores = model_score(model, src[b:b + 1].expand(len(candidates), -1), candidates, alpha)
-        got = model_score(model, src[b:b + 1], best[b:b + 1], alpha)
+        scores = model_score(model, src[b : b + 1].expand(len(candidates), -1), candidates, alpha)
+        got = model_score(model, src[b : b + 1], best[b : b + 1], alpha)
         torch.testing.assert_close(got, scores.max()[None])
-        greedy = greedy_decode(model, src[b:b + 1], max_len)
-        assert got >= model_score(model, src[b:b + 1], greedy, alpha) - 1e-6
+        greedy = greedy_decode(model, src[b : b + 1], max_len)
+        assert got >= model_score(model, src[b : b + 1], greedy, alpha) - 1e-6
 
 
 def test_beam_returns_its_best_ranked_hypothesis_and_scores_above_greedy_here():
@@ -121,8 +128,9 @@ def test_beam_returns_its_best_ranked_hypothesis_and_scores_above_greedy_here():
         model, src = random_model(seed), padded_src(seed)
         beam = beam_search(model, src, 12, beam_size=4)
         greedy = greedy_decode(model, src, 12)
-        assert (model_score(model, src, beam, 0.6)
-                >= model_score(model, src, greedy, 0.6) - 1e-5).all()
+        assert (
+            model_score(model, src, beam, 0.6) >= model_score(model, src, greedy, 0.6) - 1e-5
+        ).all()
 
 
 def where_it_stops(row, eos):
@@ -136,8 +144,10 @@ def test_after_eos_only_padding():
     stops = set()
     for seed, eos in itertools.product(range(5), (EOS, 4)):
         model, src = random_model(seed), padded_src(seed)
-        for out in (greedy_decode(model, src, 12, eos_id=eos),
-                    beam_search(model, src, 12, beam_size=3, eos_id=eos)):
+        for out in (
+            greedy_decode(model, src, 12, eos_id=eos),
+            beam_search(model, src, 12, beam_size=3, eos_id=eos),
+        ):
             assert_eos_format(out, 12, eos)
             stops |= {where_it_stops(row, eos) for row in out}
     assert stops == {"first", "later", "none"}  # the cases above were all exercised
@@ -168,10 +178,10 @@ def test_batched_beam_equals_beam_per_item(seed):
     model, src = random_model(seed), padded_src(seed)
     batched = beam_search(model, src, 12, beam_size=3)
     for b in range(src.shape[0]):
-        item = src[b:b + 1, : int((src[b] != PAD).sum())]                    # no padding
+        item = src[b : b + 1, : int((src[b] != PAD).sum())]  # no padding
         alone = beam_search(model, item, 12, beam_size=3)[0]
-        assert torch.equal(batched[b, :len(alone)], alone)
-        assert (batched[b, len(alone):] == PAD).all()
+        assert torch.equal(batched[b, : len(alone)], alone)
+        assert (batched[b, len(alone) :] == PAD).all()
 
 
 def test_decoding_restores_training_mode_and_tracks_no_gradients():
@@ -186,21 +196,29 @@ def test_decoding_restores_training_mode_and_tracks_no_gradients():
 
 def test_length_penalty_formula():
     lengths = torch.tensor([1, 4, 10])
-    torch.testing.assert_close(gnmt_length_penalty(lengths, 0.6),
-                               ((5 + lengths.float()) / 6) ** 0.6)
+    torch.testing.assert_close(
+        gnmt_length_penalty(lengths, 0.6), ((5 + lengths.float()) / 6) ** 0.6
+    )
     assert gnmt_length_penalty(torch.tensor([1]), 0.6).item() == 1.0  # lp(1) = 1
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(max_len=0), ValueError, "max_len must be at least 1, got 0"),
-    (dict(max_len=2.5), TypeError, r"max_len must be an integer, got 2.5 \(float\)"),
-    (dict(max_len=1000), ValueError, r"max_len must be <= the model's positional table"),
-    (dict(beam_size=0), ValueError, "beam_size must be at least 1, got 0"),
-    (dict(beam_size=True), TypeError, r"beam_size must be an integer, got True \(bool\)"),
-    (dict(length_penalty=-1.0), ValueError, r"length_penalty must be in \[0.0, inf\], got -1.0"),
-    (dict(eos_id=12), ValueError, "eos_id must be at most 11, got 12"),
-    (dict(bos_id=-1), ValueError, "bos_id must be at least 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(max_len=0), ValueError, "max_len must be at least 1, got 0"),
+        (dict(max_len=2.5), TypeError, r"max_len must be an integer, got 2.5 \(float\)"),
+        (dict(max_len=1000), ValueError, r"max_len must be <= the model's positional table"),
+        (dict(beam_size=0), ValueError, "beam_size must be at least 1, got 0"),
+        (dict(beam_size=True), TypeError, r"beam_size must be an integer, got True \(bool\)"),
+        (
+            dict(length_penalty=-1.0),
+            ValueError,
+            r"length_penalty must be in \[0.0, inf\], got -1.0",
+        ),
+        (dict(eos_id=12), ValueError, "eos_id must be at most 11, got 12"),
+        (dict(bos_id=-1), ValueError, "bos_id must be at least 0, got -1"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, error, match):
     model, src = random_model(0), padded_src(0)
     args = {"max_len": 5, **kwargs}
@@ -215,11 +233,11 @@ def test_bad_source_is_named():
     model = random_model(0)
     for decode in (greedy_decode, beam_search):
         with pytest.raises(ValueError, match="src"):
-            decode(model, torch.tensor([3, 4, 5]), 5)                        # 1-D
+            decode(model, torch.tensor([3, 4, 5]), 5)  # 1-D
         with pytest.raises(TypeError, match="src"):
-            decode(model, torch.rand(2, 5), 5)                               # float
+            decode(model, torch.rand(2, 5), 5)  # float
         with pytest.raises(ValueError, match="src"):
-            decode(model, torch.tensor([[3, 99]]), 5)                        # out of vocab
+            decode(model, torch.tensor([[3, 99]]), 5)  # out of vocab
         with pytest.raises(TypeError, match="model"):
             decode("model", torch.tensor([[3, 4]]), 5)
 

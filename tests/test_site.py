@@ -6,6 +6,7 @@ page opens in headless Chromium with no failed request and no request leaving ``
 its math typeset by the local MathJax; screenshots of the contents page and of one notebook
 page go to build/test-artifacts/.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,21 @@ NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
 def run_build(out: Path, notebooks: Path = ROOT / "notebooks"):
-    return subprocess.run([sys.executable, "-m", "tools.site.build", "--out", str(out),
-                           "--notebooks", str(notebooks)],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tools.site.build",
+            "--out",
+            str(out),
+            "--notebooks",
+            str(notebooks),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +52,7 @@ def site(tmp_path_factory) -> Path:
 
 
 # ---------------------------------------------------------------- what the folder holds
+
 
 class References(HTMLParser):
     """Every URL an HTML file refers to: (tag, attribute, url), inline style url()s too."""
@@ -55,8 +69,9 @@ class References(HTMLParser):
             if value is None:
                 continue
             if name in self.URL_ATTRS:
-                urls = [part.split()[0] for part in value.split(",")] if name == "srcset" \
-                    else [value]
+                urls = (
+                    [part.split()[0] for part in value.split(",")] if name == "srcset" else [value]
+                )
                 self.refs += [(tag, name, url.strip()) for url in urls if url.strip()]
             elif name == "style":
                 self.refs += [(tag, "style", url) for url in css_urls(value)]
@@ -88,7 +103,7 @@ def check_local(site: Path, source: Path, tag: str, url: str) -> str:
     if url.startswith("#") or scheme in ("data", "about"):
         return ""
     if scheme in ("http", "https") and tag == "a":
-        return ""     # a hyperlink the reader may follow (a citation); nothing loads it
+        return ""  # a hyperlink the reader may follow (a citation); nothing loads it
     if scheme or url.startswith("//"):
         return f"{url!r} leaves the site ({tag} in {source.name})"
     target = (source.parent / unquote(urlsplit(url).path)).resolve()
@@ -112,8 +127,11 @@ def test_no_page_refers_outside_the_folder_and_every_reference_exists(site):
     assert len(files) >= len(NOTEBOOKS) + 2
     problems, local = [], 0
     for path in files:
-        refs = html_refs(path) if path.suffix == ".html" else \
-            [("css", "url()", u) for u in css_urls(path.read_text(encoding="utf-8"))]
+        refs = (
+            html_refs(path)
+            if path.suffix == ".html"
+            else [("css", "url()", u) for u in css_urls(path.read_text(encoding="utf-8"))]
+        )
         for tag, _attr, url in refs:
             problem = check_local(site, path, tag, url)
             problems += [problem] if problem else []
@@ -126,8 +144,12 @@ def test_no_page_refers_outside_the_folder_and_every_reference_exists(site):
 def test_every_figure_of_the_notebooks_is_on_its_page(site):
     for stem in NOTEBOOKS:
         nb = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
-        figures = sum(1 for cell in nb["cells"] for out in cell.get("outputs", [])
-                      if {"image/png", "image/svg+xml"} & set(out.get("data", {})))
+        figures = sum(
+            1
+            for cell in nb["cells"]
+            for out in cell.get("outputs", [])
+            if {"image/png", "image/svg+xml"} & set(out.get("data", {}))
+        )
         images = [url for tag, _a, url in html_refs(site / f"{stem}.html") if tag == "img"]
         assert len(images) == figures, stem
 
@@ -151,12 +173,26 @@ def test_titles_and_descriptions_come_from_the_notebooks(tmp_path):
     folder = tmp_path / "nbs"
     folder.mkdir()
     cells = [
-        {"cell_type": "markdown", "metadata": {}, "source":
-         "# A · An appendix\n\nThis appendix derives $e^{i\\pi} = -1$ in passing.\n\n"
-         "## 1. First section\n\nText."},
-        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": "1 + 1",
-         "outputs": [{"output_type": "execute_result", "execution_count": 1,
-                      "metadata": {}, "data": {"text/plain": "2"}}]},
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": "# A · An appendix\n\nThis appendix derives $e^{i\\pi} = -1$ in passing.\n\n"
+            "## 1. First section\n\nText.",
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 1,
+            "source": "1 + 1",
+            "outputs": [
+                {
+                    "output_type": "execute_result",
+                    "execution_count": 1,
+                    "metadata": {},
+                    "data": {"text/plain": "2"},
+                }
+            ],
+        },
     ]
     nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     for name in ("01_first.ipynb", "99_appendix.ipynb"):
@@ -178,13 +214,18 @@ def test_bad_input_is_refused_with_a_clear_message(tmp_path):
     result = run_build(tmp_path, ROOT / "notebooks")
     assert result.returncode == 2 and "--out" in result.stderr
     assert (tmp_path / "keep.txt").is_file()
-    result = run_build(ROOT / "notebooks", ROOT / "notebooks")     # the course kit's routine
+    result = run_build(ROOT / "notebooks", ROOT / "notebooks")  # the course kit's routine
     assert result.returncode == 2 and result.stderr.startswith(
-        f"site: --out: {ROOT / 'notebooks'} is inside the sources (notebooks/ of the repository)")
+        f"site: --out: {ROOT / 'notebooks'} is inside the sources (notebooks/ of the repository)"
+    )
     folder = tmp_path / "nbs"
     folder.mkdir()
-    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "no heading"}],
-          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": [{"cell_type": "markdown", "metadata": {}, "source": "no heading"}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     (folder / "x.ipynb").write_text(json.dumps(nb))
     result = run_build(tmp_path / "site2", folder)
     assert result.returncode == 2 and "x.ipynb: no Markdown heading" in result.stderr
@@ -255,7 +296,8 @@ def test_page_loads_offline_with_its_math_typeset(site, browser, name):
                 [i.naturalWidth, i.getBoundingClientRect().width,
                  i.closest('main').getBoundingClientRect().width])""")
             assert widths or not notebook_has_figures(name)
-            assert all(natural > 0 and shown <= column + 1
-                                  for natural, shown, column in widths), widths
+            assert all(natural > 0 and shown <= column + 1 for natural, shown, column in widths), (
+                widths
+            )
     finally:
         page.close()

@@ -3,6 +3,7 @@ slide, what a slide introduces with "...:" is on it, explorers become a pointer 
 notebook, every section has authored speaker notes, and (in Chromium, at 1280 x 720) no slide
 of any deck is taller or wider than the screen, and no text on it is under 18 px.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,9 +20,14 @@ NOTEBOOKS = [p.stem for p in build_course.course_notebooks()]
 SHOWN = ("slide", "subslide", "-", "fragment")
 MIN_FONT_PX = 18
 # a few screens to look at (0-based): titles, a table a lead-in introduces, heatmaps
-SCREENSHOTS = {"01_embedding": (0, 3), "03_attention": (0, 7, 8), "04_multi_head_attention": (0, 9),
-               "05_encoder": (3, 12),
-               "08_inference": (16, 18, 20), "09_translation": (12,)}
+SCREENSHOTS = {
+    "01_embedding": (0, 3),
+    "03_attention": (0, 7, 8),
+    "04_multi_head_attention": (0, 9),
+    "05_encoder": (3, 12),
+    "08_inference": (16, 18, 20),
+    "09_translation": (12,),
+}
 
 
 def original(name: str) -> dict:
@@ -29,8 +35,9 @@ def original(name: str) -> dict:
 
 
 def deck(name: str) -> dict:
-    return build_course.slide_cells(build_course.read_notebook(
-        ROOT / "notebooks" / f"{name}.ipynb"), name)
+    return build_course.slide_cells(
+        build_course.read_notebook(ROOT / "notebooks" / f"{name}.ipynb"), name
+    )
 
 
 def kind(cell: dict) -> str:
@@ -43,14 +50,21 @@ def md(text: str) -> dict:
 
 # --- the cutting --------------------------------------------------------------------------
 
+
 def test_a_mid_cell_heading_opens_its_own_slide():
     text = "Last words of section 1.\n\n## 2. Next\n\nBody.\n\n```python\n## not a heading\n```"
     assert slide_deck.split_text(text) == [
-        "Last words of section 1.", "## 2. Next\n\nBody.\n\n```python\n## not a heading\n```"]
+        "Last words of section 1.",
+        "## 2. Next\n\nBody.\n\n```python\n## not a heading\n```",
+    ]
     nb = {"cells": [md("# 01 · Title"), md("Intro."), md(text)], "metadata": {}}
     cells = slide_deck.prepare(nb, "01_embedding")["cells"]
-    assert [mark_slides.source(c).split("\n")[0] for c in cells] == \
-        ["# 01 · Title", "Intro.", "Last words of section 1.", "## 2. Next"]
+    assert [mark_slides.source(c).split("\n")[0] for c in cells] == [
+        "# 01 · Title",
+        "Intro.",
+        "Last words of section 1.",
+        "## 2. Next",
+    ]
     assert [kind(c) for c in cells] == ["slide", "-", "-", "slide"]
 
 
@@ -59,8 +73,9 @@ def test_a_screen_taller_than_a_slide_continues_on_the_next():
     screens = slide_deck.paragraphs_to_fit(long)
     assert len(screens) > 1 and "\n\n".join(screens) == long
     assert all(mark_slides.markdown_height(s) <= mark_slides.SCREEN for s in screens)
-    cells = slide_deck.prepare({"cells": [md("# 01 · T"), md(long)], "metadata": {}},
-                               "01_embedding")["cells"]
+    cells = slide_deck.prepare(
+        {"cells": [md("# 01 · T"), md(long)], "metadata": {}}, "01_embedding"
+    )["cells"]
     assert [kind(c) for c in cells] == ["slide", "slide"] + ["subslide"] * (len(screens) - 1)
 
 
@@ -78,13 +93,17 @@ def test_what_a_slide_introduces_with_a_colon_is_on_it(name):
     for cell, follower in zip(cells, cells[1:]):
         text = mark_slides.source(cell).strip()
         if cell["cell_type"] == "markdown" and kind(cell) in SHOWN and text.endswith(":"):
-            assert kind(follower) in SHOWN or "solution" in follower["metadata"].get("tags", []), \
+            assert kind(follower) in SHOWN or "solution" in follower["metadata"].get("tags", []), (
                 f"{name}: {text[-70:]!r} introduces a cell the slide skips"
+            )
 
 
 def test_the_cases_of_the_issue_show_their_tables():
-    wanted = {"01_embedding": "the RMS of section 3:", "03_attention": "Measured on random vectors:",
-              "05_encoder": "Three positions with very different scales:"}
+    wanted = {
+        "01_embedding": "the RMS of section 3:",
+        "03_attention": "Measured on random vectors:",
+        "05_encoder": "Three positions with very different scales:",
+    }
     for name, lead in wanted.items():
         cells = [c for c in deck(name)["cells"] if kind(c) != "notes"]
         i = next(i for i, c in enumerate(cells) if mark_slides.source(c).strip().endswith(lead))
@@ -105,8 +124,11 @@ def test_prose_announces_what_follows():
 
 def test_an_explorer_becomes_a_line_pointing_to_the_notebook():
     cells = deck("03_attention")["cells"]
-    widgets = [c for c in cells if any(slide_deck.WIDGET in o.get("data", {})
-                                       for o in c.get("outputs", []))]
+    widgets = [
+        c
+        for c in cells
+        if any(slide_deck.WIDGET in o.get("data", {}) for o in c.get("outputs", []))
+    ]
     pointers = [c for c in cells if "Live in the notebook" in mark_slides.source(c)]
     assert widgets == [] and len(pointers) == 1
     assert "explorers.masks()" in mark_slides.source(pointers[0]) and kind(pointers[0]) in SHOWN
@@ -121,15 +143,24 @@ def test_a_heatmap_has_a_screen_of_its_own():
         assert "slide-heatmap" in cells[i]["metadata"]["tags"]
     # the 2 x 4 grids of cross-attention (1098 x 1159 pixels) are cut into two halves, one
     # layer each, so that each is drawn as wide as the slide
-    sizes = [mark_slides.figure_size(o) for i in maps for o in cells[i]["outputs"]
-             if mark_slides.figure_size(o)]
+    sizes = [
+        mark_slides.figure_size(o)
+        for i in maps
+        for o in cells[i]["outputs"]
+        if mark_slides.figure_size(o)
+    ]
     assert len(sizes) >= 6 and all(h <= 0.6 * w for w, h in sizes), sizes
-    original_sizes = [mark_slides.figure_size(o) for c in original("08_inference")["cells"]
-                      for o in c.get("outputs", []) if mark_slides.figure_size(o)]
+    original_sizes = [
+        mark_slides.figure_size(o)
+        for c in original("08_inference")["cells"]
+        for o in c.get("outputs", [])
+        if mark_slides.figure_size(o)
+    ]
     assert any(h > w for w, h in original_sizes)
 
 
 # --- the speaker notes --------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_section_has_an_authored_note_and_no_note_is_stale(name):
@@ -145,13 +176,17 @@ def test_every_section_has_an_authored_note_and_no_note_is_stale(name):
 
 def test_notes_checks_can_fail():
     nb = {"cells": [md("# 01 · T"), md("## 1. A"), md("## 2. B")]}
-    notes = {"01 · T": "Time: 1 min.\nPoint at: x.\nAsk: y?", "1. A": "Time: 2 min.",
-             "9. Gone": "Time: 1 min.\nPoint at: x.\nAsk: y?"}
+    notes = {
+        "01 · T": "Time: 1 min.\nPoint at: x.\nAsk: y?",
+        "1. A": "Time: 2 min.",
+        "9. Gone": "Time: 1 min.\nPoint at: x.\nAsk: y?",
+    }
     assert slide_deck.notes_problems(nb, notes) == [
         "no note for the section '2. B'",
         "a note for '9. Gone', which is no section of the notebook",
         "the note for '1. A' lacks 'Point at:'",
-        "the note for '1. A' lacks 'Ask:'"]
+        "the note for '1. A' lacks 'Ask:'",
+    ]
 
 
 # --- in the browser -----------------------------------------------------------------------
@@ -206,9 +241,11 @@ def test_no_slide_of_any_deck_overflows_at_1280x720(decks):
                 m = page.evaluate(MEASURE)
                 walked += 1
                 if m["problems"] or m["smallest"] < MIN_FONT_PX:
-                    bad.append(f"{name} slide {k + 1} ({m['heading']!r}): {m['problems']} "
-                               f"smallest text {m['smallest']:.1f} px ({m['where']!r})")
-                if k in SCREENSHOTS.get(name, ()):     # every fragment shown
+                    bad.append(
+                        f"{name} slide {k + 1} ({m['heading']!r}): {m['problems']} "
+                        f"smallest text {m['smallest']:.1f} px ({m['where']!r})"
+                    )
+                if k in SCREENSHOTS.get(name, ()):  # every fragment shown
                     page.evaluate("while (Reveal.nextFragment()) {}")
                     page.wait_for_timeout(300)
                     page.screenshot(path=str(screenshot_path(f"slides_{name}_{k + 1:02d}.png")))

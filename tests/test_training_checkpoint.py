@@ -1,4 +1,5 @@
 """Checkpoints: atomic writes, safe loading, and resume == uninterrupted training."""
+
 import random
 
 import numpy as np
@@ -7,8 +8,13 @@ import torch
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.training import checkpoint as ckpt_mod
-from transformer_lib.training.checkpoint import (load_checkpoint, load_model, rng_state,
-                                                 save_checkpoint, set_rng_state)
+from transformer_lib.training.checkpoint import (
+    load_checkpoint,
+    load_model,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from transformer_lib.training.loss import LabelSmoothingLoss
 from transformer_lib.training.schedule import make_optimizer
 
@@ -24,10 +30,10 @@ def fresh():
 
 def train(model, opt, sched, steps):
     loss_fn = LabelSmoothingLoss(0.1, 0)
-    for _ in range(steps):   # the data itself comes from the RNG: it must be restored too
+    for _ in range(steps):  # the data itself comes from the RNG: it must be restored too
         src = torch.randint(1, 20, (4, 7))
         tgt = torch.randint(1, 20, (4, 6))
-        loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])   # dropout draws from the RNG
+        loss = loss_fn(model(src, tgt[:, :-1]), tgt[:, 1:])  # dropout draws from the RNG
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -35,9 +41,14 @@ def train(model, opt, sched, steps):
 
 
 def state(model, opt, sched, step):
-    return {"config": ckpt_mod.config_to_dict(CONFIG), "model": model.state_dict(),
-            "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "step": step,
-            "rng": rng_state()}
+    return {
+        "config": ckpt_mod.config_to_dict(CONFIG),
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "step": step,
+        "rng": rng_state(),
+    }
 
 
 def test_resume_equals_uninterrupted(tmp_path):
@@ -51,7 +62,7 @@ def test_resume_equals_uninterrupted(tmp_path):
     torch.manual_seed(7)
     train(model, opt, sched, k)
     save_checkpoint(tmp_path / "c.pt", state(model, opt, sched, k))
-    torch.manual_seed(999)                    # disturb everything the checkpoint must restore
+    torch.manual_seed(999)  # disturb everything the checkpoint must restore
     del model, opt, sched
 
     ck = load_checkpoint(tmp_path / "c.pt")
@@ -81,7 +92,7 @@ def test_without_restoring_rng_the_run_differs(tmp_path):
 
 def test_all_rng_states_round_trip(tmp_path):
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
-    np.random.randn()                                    # leaves a cached gaussian
+    np.random.randn()  # leaves a cached gaussian
     save_checkpoint(tmp_path / "r.pt", {"rng": rng_state()})
     expected = (random.random(), np.random.randn(), np.random.rand(), torch.rand(2))
     random.seed(9), np.random.seed(9), torch.manual_seed(9)
@@ -94,7 +105,7 @@ def test_loads_with_weights_only(tmp_path):
     model, opt, sched = fresh()
     train(model, opt, sched, 1)
     save_checkpoint(tmp_path / "c.pt", state(model, opt, sched, 1))
-    ck = torch.load(tmp_path / "c.pt", weights_only=True)   # the safe unpickler accepts it
+    ck = torch.load(tmp_path / "c.pt", weights_only=True)  # the safe unpickler accepts it
     assert ck["step"] == 1 and ck["config"]["d_model"] == CONFIG.d_model
 
 
@@ -112,7 +123,7 @@ def test_failure_mid_save_keeps_previous_checkpoint(tmp_path, monkeypatch):
         save_checkpoint(path, {"step": 2, "w": torch.zeros(3)})
     assert path.read_bytes() == before
     assert load_checkpoint(path)["step"] == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]      # no temporary file left
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temporary file left
 
 
 def test_missing_checkpoint_is_named(tmp_path):
@@ -122,13 +133,19 @@ def test_missing_checkpoint_is_named(tmp_path):
 
 def test_load_model_rebuilds_model_and_tokenizers(tmp_path):
     from transformer_lib.data.tokenizers import CharTokenizer
+
     tok = CharTokenizer.train(["abc-0123"])
     config = TransformerConfig.tiny(src_vocab_size=tok.vocab_size, max_len=16)
     model = Transformer(config)
-    save_checkpoint(tmp_path / "m.pt", {"config": ckpt_mod.config_to_dict(config),
-                                        "model": model.state_dict(),
-                                        "src_tokenizer": tok.to_dict(),
-                                        "tgt_tokenizer": tok.to_dict()})
+    save_checkpoint(
+        tmp_path / "m.pt",
+        {
+            "config": ckpt_mod.config_to_dict(config),
+            "model": model.state_dict(),
+            "src_tokenizer": tok.to_dict(),
+            "tgt_tokenizer": tok.to_dict(),
+        },
+    )
     loaded, src_tok, tgt_tok = load_model(tmp_path / "m.pt")
     assert not loaded.training and loaded.config == config
     assert src_tok.encode("c-1") == tok.encode("c-1") and tgt_tok.vocab_size == tok.vocab_size
@@ -146,7 +163,7 @@ from pathlib import Path  # noqa: E402
 from transformer_lib.training.checkpoint import CheckpointError, remove_temporaries  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-MARK = torch.full((64,), 1.2345)              # bytes easy to find in the file
+MARK = torch.full((64,), 1.2345)  # bytes easy to find in the file
 
 
 def test_damaged_weight_bytes_are_refused(tmp_path):
@@ -155,7 +172,7 @@ def test_damaged_weight_bytes_are_refused(tmp_path):
     data = bytearray(path.read_bytes())
     at = bytes(data).find(MARK.numpy().tobytes())
     assert at > 0
-    data[at + 17] ^= 0xFF                     # one flipped byte inside the tensor
+    data[at + 17] ^= 0xFF  # one flipped byte inside the tensor
     path.write_bytes(bytes(data))
     assert not torch.equal(torch.load(path, weights_only=True)["model"]["w"], MARK)  # loads
     with pytest.raises(CheckpointError, match=r"c.pt is damaged: its contents no longer match"):
@@ -190,13 +207,16 @@ class Hostile:
     pass
 
 
-@pytest.mark.parametrize("kind,message", [
-    ("text", "is not a checkpoint, or is damaged: torch.load cannot read it"),
-    ("empty", "is not a checkpoint, or is damaged"),
-    ("truncated", "is not a checkpoint, or is damaged"),
-    ("pickle", "holds Python objects that the safe loader"),
-    ("list", "is not a checkpoint: it holds a list, not a dict"),
-])
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("text", "is not a checkpoint, or is damaged: torch.load cannot read it"),
+        ("empty", "is not a checkpoint, or is damaged"),
+        ("truncated", "is not a checkpoint, or is damaged"),
+        ("pickle", "holds Python objects that the safe loader"),
+        ("list", "is not a checkpoint: it holds a list, not a dict"),
+    ],
+)
 def test_a_file_that_is_not_a_checkpoint_gets_one_line(tmp_path, kind, message):
     path = tmp_path / "x.pt"
     if kind == "text":
@@ -222,7 +242,7 @@ def test_leftovers_of_killed_writes_are_removed_by_the_next_save(tmp_path):
     left = [tmp_path / ".c.pt.abc123.tmp", tmp_path / ".c.pt.zz.tmp"]
     for p in left:
         p.write_bytes(b"half")
-    other = tmp_path / ".other.pt.q.tmp"                 # another checkpoint's: kept
+    other = tmp_path / ".other.pt.q.tmp"  # another checkpoint's: kept
     other.write_bytes(b"x")
     save_checkpoint(path, {"step": 1})
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.pt.q.tmp", "c.pt"]

@@ -1,4 +1,5 @@
 """Label smoothing (§5.4) against its formula computed by hand, and against PyTorch."""
+
 import math
 
 import pytest
@@ -26,7 +27,7 @@ def test_hand_computed_tiny_example():
 
 def test_targets_are_distributions_without_mass_on_padding():
     target = torch.tensor([[3, 1, 0], [2, 0, 0]])
-    q = smoothed_targets(target, 7, 0.1, ignore_index=0)                     # (2, 3, 7)
+    q = smoothed_targets(target, 7, 0.1, ignore_index=0)  # (2, 3, 7)
     real = target != 0
     torch.testing.assert_close(q.sum(-1)[real], torch.ones(int(real.sum())))
     assert (q[..., 0] == 0).all() and (q[~real] == 0).all()
@@ -38,7 +39,7 @@ def test_equals_sum_of_q_times_log_p():
     logits, target = torch.randn(3, 5, 11), torch.randint(0, 11, (3, 5))
     target[0, 3:] = 0
     q = smoothed_targets(target, 11, 0.1, ignore_index=0)
-    per_token = -(q * logits.log_softmax(-1)).sum(-1)                       # (3, 5)
+    per_token = -(q * logits.log_softmax(-1)).sum(-1)  # (3, 5)
     expected = per_token[target != 0].mean()
     torch.testing.assert_close(LabelSmoothingLoss(0.1, 0)(logits, target), expected)
 
@@ -75,7 +76,7 @@ def test_minimum_is_entropy_of_q():
     V, eps = 6, 0.1
     target = torch.tensor([[4]])
     q = smoothed_targets(target, V, eps, 0)
-    logits = torch.where(q > 0, q.log(), torch.tensor(-1e4))                # predict q exactly
+    logits = torch.where(q > 0, q.log(), torch.tensor(-1e4))  # predict q exactly
     entropy = -(q[q > 0] * q[q > 0].log()).sum()
     torch.testing.assert_close(LabelSmoothingLoss(eps, 0)(logits, target), entropy)
 

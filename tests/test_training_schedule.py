@@ -1,4 +1,5 @@
 """The warm-up schedule of §5.3, Eq. 3, and the optimizer's settings."""
+
 import pytest
 import torch
 
@@ -6,7 +7,7 @@ from transformer_lib.training.schedule import make_optimizer, noam_lr
 
 
 def eq3(step, d_model, warmup):
-    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 @pytest.mark.parametrize("d_model,warmup", [(512, 4000), (64, 100), (1024, 10)])
@@ -18,11 +19,11 @@ def test_matches_equation_3(d_model, warmup):
 
 def test_shape_linear_warmup_peak_then_inverse_sqrt():
     d, w = 512, 4000
-    assert noam_lr(2000, d, w) == pytest.approx(2 * noam_lr(1000, d, w))      # linear
+    assert noam_lr(2000, d, w) == pytest.approx(2 * noam_lr(1000, d, w))  # linear
     lrs = [noam_lr(s, d, w) for s in range(1, 3 * w)]
-    assert max(lrs) == pytest.approx((d * w) ** -0.5)                       # peak value
-    assert lrs.index(max(lrs)) + 1 == w                                     # at warm-up's end
-    assert noam_lr(4 * w, d, w) == pytest.approx(noam_lr(w, d, w) / 2)      # 1/sqrt decay
+    assert max(lrs) == pytest.approx((d * w) ** -0.5)  # peak value
+    assert lrs.index(max(lrs)) + 1 == w  # at warm-up's end
+    assert noam_lr(4 * w, d, w) == pytest.approx(noam_lr(w, d, w) / 2)  # 1/sqrt decay
 
 
 def test_bad_step():

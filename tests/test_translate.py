@@ -1,4 +1,5 @@
 """The translate command line, run in a subprocess against a checkpoint made here."""
+
 import subprocess
 import sys
 
@@ -21,8 +22,13 @@ def checkpoint(tmp_path_factory):
 
 
 def run_cli(*args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "transformer_lib.translate", *map(str, args)],
-                          input=stdin, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_lib.translate", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def expected(model, src_tok, tgt_tok, beam):
@@ -32,9 +38,12 @@ def expected(model, src_tok, tgt_tok, beam):
         if not line:
             out.append("")
             continue
-        src = torch.tensor([src_tok.encode(line)[:16]])                    # cut to max_len
-        ids = (greedy_decode(model, src, 16) if beam == 1 else
-               beam_search(model, src, 16, beam_size=beam))
+        src = torch.tensor([src_tok.encode(line)[:16]])  # cut to max_len
+        ids = (
+            greedy_decode(model, src, 16)
+            if beam == 1
+            else beam_search(model, src, 16, beam_size=beam)
+        )
         out.append(tgt_tok.decode(ids[0].tolist()))
     return out
 
@@ -42,8 +51,9 @@ def expected(model, src_tok, tgt_tok, beam):
 @pytest.mark.parametrize("beam", [1, 3])
 def test_one_translation_per_line_in_input_order(checkpoint, beam):
     path, model, src_tok, tgt_tok = checkpoint
-    result = run_cli("--checkpoint", path, "--beam", beam, "--batch-size", 2,
-                     stdin="\n".join(LINES) + "\n")
+    result = run_cli(
+        "--checkpoint", path, "--beam", beam, "--batch-size", 2, stdin="\n".join(LINES) + "\n"
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:-1] == expected(model, src_tok, tgt_tok, beam)
 

@@ -22,6 +22,7 @@ The output folder is replaced only when it is safe (tools/output_folder.py).
 - ``handouts/``: a PDF of every deck (a page per slide) and of every student notebook (A4),
   printed offline by headless Chromium (``tools/handouts.py``); ``--no-handouts`` skips them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,15 +33,38 @@ from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 from tools import grading, handouts, output_folder, quizzes, student_bundle
+
 # the parts of the kit, importable from here as before the split into modules
-from tools.answer_key import (Exercise, answer_key, exercises, read_notes,  # noqa: F401
-                              solution_code)
-from tools.course_slides import (build_slides, slide_cells, slides_exporter,  # noqa: F401
-                                 strip_css_comments)
-from tools.course_student import (build_student, defined_names,  # noqa: F401
-                                  exercises_start, student_notebook, write_json)
-from tools.kit_base import (COURSE, NOTEBOOKS, ROOT, BuildError,  # noqa: F401
-                            course_notebooks, is_solution, read_notebook, source)
+from tools.answer_key import (  # noqa: F401
+    Exercise,
+    answer_key,
+    exercises,
+    read_notes,
+    solution_code,
+)
+from tools.course_slides import (  # noqa: F401
+    build_slides,
+    slide_cells,
+    slides_exporter,
+    strip_css_comments,
+)
+from tools.course_student import (  # noqa: F401
+    build_student,
+    defined_names,
+    exercises_start,
+    student_notebook,
+    write_json,
+)
+from tools.kit_base import (  # noqa: F401
+    COURSE,
+    NOTEBOOKS,
+    ROOT,
+    BuildError,
+    course_notebooks,
+    is_solution,
+    read_notebook,
+    source,
+)
 
 DEFAULT_OUT = ROOT / "build" / "course"
 MARKER = ".course-kit"
@@ -81,15 +105,17 @@ def build_instructor(nbs: Dict[str, dict], instructor: Path, log=print) -> int:
     plans = sorted((COURSE / "plans").glob("*.md"))
     for plan in plans:
         shutil.copy2(plan, instructor / plan.name)
-    try:       # quizzes with answers, the syllabus, misconceptions and 50-minute lectures
+    try:  # quizzes with answers, the syllabus, misconceptions and 50-minute lectures
         quizzes.write_instructor(instructor)
     except quizzes.QuizError as err:
         raise BuildError(str(err)) from None
     all_exercises = [ex for name, nb in nbs.items() for ex in exercises(nb, name)]
     key = answer_key(all_exercises, read_notes(COURSE / "answer_notes.md"))
     (instructor / "answer_key.md").write_text(key, encoding="utf-8")
-    log(f"instructor/: {len(plans)} lesson plans, syllabus, misconceptions, 50-minute "
-        f"lectures, quizzes, answer key with {len(all_exercises)} exercises")
+    log(
+        f"instructor/: {len(plans)} lesson plans, syllabus, misconceptions, 50-minute "
+        f"lectures, quizzes, answer key with {len(all_exercises)} exercises"
+    )
     return len(all_exercises)
 
 
@@ -97,8 +123,11 @@ def build_handouts(out: Path, names: Sequence[str], log=print) -> None:
     """``handouts/``: the decks and the student copies as PDF; without Chromium, one line."""
     try:
         handouts.write_handouts(
-            out / "handouts", decks=[out / "slides" / f"{n}.slides.html" for n in names],
-            notebooks=[out / "student" / "notebooks" / f"{n}.ipynb" for n in names], log=log)
+            out / "handouts",
+            decks=[out / "slides" / f"{n}.slides.html" for n in names],
+            notebooks=[out / "student" / "notebooks" / f"{n}.ipynb" for n in names],
+            log=log,
+        )
     except handouts.NoBrowser as err:
         log(f"handouts/: not made: {err}")
     except handouts.HandoutError as err:
@@ -114,13 +143,14 @@ def build(out: Path = DEFAULT_OUT, log=print, make_handouts: bool = False) -> Di
     if not paths:
         raise BuildError(f"no notebooks NN_name.ipynb in {NOTEBOOKS}")
     nbs = {p.stem: read_notebook(p) for p in paths}
-    output_folder.replace(out, MARKER, "built by python -m tools.build_course; "
-                                       "replaced by the next build")
+    output_folder.replace(
+        out, MARKER, "built by python -m tools.build_course; replaced by the next build"
+    )
     build_student(nbs, out, log)
     counts = build_slides(nbs, out / "slides")
     log("slides/: " + ", ".join(f"{n} {c}" for n, c in counts.items()) + " slides")
     n_exercises = build_instructor(nbs, out / "instructor", log)
-    grading.build(nbs, out / "grading", log)     # the nbgrader course (tools/grading.py)
+    grading.build(nbs, out / "grading", log)  # the nbgrader course (tools/grading.py)
     if make_handouts:
         build_handouts(out, list(nbs), log)
     (out / "README.md").write_text(kit_readme(counts, n_exercises), encoding="utf-8")
@@ -129,22 +159,30 @@ def build(out: Path = DEFAULT_OUT, log=print, make_handouts: bool = False) -> Di
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.build_course",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="the kit's folder (default: build/course), replaced")
-    parser.add_argument("--no-handouts", action="store_true",
-                        help="skip the PDF handouts (handouts/: printed by Chromium, minutes)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.build_course", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help="the kit's folder (default: build/course), replaced",
+    )
+    parser.add_argument(
+        "--no-handouts",
+        action="store_true",
+        help="skip the PDF handouts (handouts/: printed by Chromium, minutes)",
+    )
     args = parser.parse_args(argv)
     try:
-        output_folder.check(args.out, MARKER)       # before anything is read or built
+        output_folder.check(args.out, MARKER)  # before anything is read or built
         build(args.out, make_handouts=not args.no_handouts)
     except output_folder.OutputFolderError as err:
         parser.error(str(err))
     except BuildError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except OSError as err:                    # the disk filled up, a file vanished, ...
+    except OSError as err:  # the disk filled up, a file vanished, ...
         print(f"error: writing the kit into {args.out} failed: {err}", file=sys.stderr)
         return 1
     return 0

@@ -4,6 +4,7 @@ exporter with the template ``course/templates/course_reveal``, from the cells' s
 A deck loads nothing from outside the kit: reveal.js from ``course/vendor`` and MathJax 3
 (``tools/mathjax_files.py``, the site's MathJax) are copied beside the decks.
 """
+
 from __future__ import annotations
 
 import copy
@@ -18,7 +19,7 @@ from tools.kit_base import COURSE, course_notebooks, is_solution, source
 
 REVEAL = COURSE / "vendor" / "reveal.js"
 TEMPLATES = COURSE / "templates"
-MATHJAX_URL = f"mathjax/{mathjax_files.FILE}"       # relative to the decks
+MATHJAX_URL = f"mathjax/{mathjax_files.FILE}"  # relative to the decks
 CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 STYLE = re.compile(r"(<style[^>]*>)(.*?)(</style>)", re.S)
 
@@ -42,8 +43,11 @@ def slide_cells(nb: dict, name: Optional[str] = None) -> dict:
         meta = cell.setdefault("metadata", {})
         if is_solution(cell):
             meta["slideshow"] = {"slide_type": "skip"}
-        if (cell["cell_type"] == "code" and mark_slides.has_figure(cell)
-                and len(source(cell).splitlines()) > mark_slides.MAX_CODE_LINES // 2):
+        if (
+            cell["cell_type"] == "code"
+            and mark_slides.has_figure(cell)
+            and len(source(cell).splitlines()) > mark_slides.MAX_CODE_LINES // 2
+        ):
             meta["transient"] = {"remove_source": True}
     return nb
 
@@ -56,17 +60,28 @@ def strip_css_comments(html: str) -> str:
 
 def slides_exporter():
     from nbconvert import SlidesExporter
+
     return SlidesExporter(
-        extra_template_basedirs=[str(TEMPLATES)], template_name="course_reveal",
-        reveal_url_prefix="reveal.js", reveal_theme="white", reveal_transition="none",
-        reveal_scroll=False, reveal_number="c/t", reveal_width="1280", reveal_height="720",
-        exclude_input_prompt=True, exclude_output_prompt=True, mathjax_url=MATHJAX_URL)
+        extra_template_basedirs=[str(TEMPLATES)],
+        template_name="course_reveal",
+        reveal_url_prefix="reveal.js",
+        reveal_theme="white",
+        reveal_transition="none",
+        reveal_scroll=False,
+        reveal_number="c/t",
+        reveal_width="1280",
+        reveal_height="720",
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        mathjax_url=MATHJAX_URL,
+    )
 
 
 def build_slides(nbs: Dict[str, dict], out: Path) -> Dict[str, int]:
     """Write ``NN_name.slides.html`` for each notebook into ``out`` (made), with reveal.js
     and MathJax beside them; return each deck's number of slides."""
     import nbformat
+
     shutil.copytree(REVEAL, out / "reveal.js")
     mathjax_files.copy_into(out / "mathjax")
     exporter = slides_exporter()
@@ -74,8 +89,8 @@ def build_slides(nbs: Dict[str, dict], out: Path) -> Dict[str, int]:
     for name, nb in nbs.items():
         deck = slide_cells(nb, name)
         body, _ = exporter.from_notebook_node(
-            nbformat.reads(json.dumps(deck), as_version=4),
-            resources={"metadata": {"name": name}})
+            nbformat.reads(json.dumps(deck), as_version=4), resources={"metadata": {"name": name}}
+        )
         (out / f"{name}.slides.html").write_text(strip_css_comments(body), encoding="utf-8")
         counts[name] = mark_slides.count_slides(deck)
     return counts

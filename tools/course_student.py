@@ -5,6 +5,7 @@ In a notebook's copy, cells tagged ``solution`` are dropped; inside a code cell,
 between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` become ``raise NotImplementedError``;
 the outputs of the exercise cells are cleared; everything else is kept as it is.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,8 +30,8 @@ def exercises_start(nb: dict) -> int:
     """Index of the first markdown cell with an ``## Exercises`` heading (len(cells) if none)."""
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "markdown" and any(
-                h.strip().lower().startswith("exercises")
-                for h in mark_slides.headings(source(cell), 2)):
+            h.strip().lower().startswith("exercises") for h in mark_slides.headings(source(cell), 2)
+        ):
             return i
     return len(nb["cells"])
 
@@ -66,7 +67,7 @@ def without_solution_hints(text: str) -> str:
 
     Only the paragraphs before the first exercise statement are touched."""
     first = EXERCISE.search(text)
-    head, tail = (text[:first.start()], text[first.start():]) if first else (text, "")
+    head, tail = (text[: first.start()], text[first.start() :]) if first else (text, "")
     paragraphs = []
     for para in head.split("\n\n"):
         sentences = SENTENCE_END.split(para)
@@ -81,9 +82,11 @@ def _check_solution(cell: dict, stubs: Set[str], where: str) -> None:
     """A solution cell may only define what an earlier stub cell defines."""
     missing = [n for n in defined_names(source(cell)) if n not in stubs]
     if missing:
-        raise BuildError(f"{where}: the solution defines {missing}, but no earlier stub "
-                         f"cell (with `{STUB}`) does; a student copy without this cell "
-                         "would lack them")
+        raise BuildError(
+            f"{where}: the solution defines {missing}, but no earlier stub "
+            f"cell (with `{STUB}`) does; a student copy without this cell "
+            "would lack them"
+        )
 
 
 def _student_code_cell(cell: dict, in_exercises: bool, where: str) -> None:
@@ -101,7 +104,7 @@ def _student_code_cell(cell: dict, in_exercises: bool, where: str) -> None:
 
 def student_notebook(nb: dict, name: str) -> dict:
     """The student copy: solutions removed, exercise outputs cleared, the rest unchanged."""
-    nb = student_copy.hide_shown(nb, name, BuildError)   # cells tagged student-hide blanked
+    nb = student_copy.hide_shown(nb, name, BuildError)  # cells tagged student-hide blanked
     start = exercises_start(nb)
     cells: List[dict] = []
     stubs: Set[str] = set()
@@ -137,10 +140,12 @@ def build_student(nbs: dict, out: Path, log=print) -> Path:
         shutil.copy2(ckpt, student / "checkpoints" / ckpt.name)
     try:
         added = student_bundle.complete(student)
-        quizzes.write_student(student / "quizzes")    # questions only, before the zip
+        quizzes.write_student(student / "quizzes")  # questions only, before the zip
     except (student_bundle.BundleError, quizzes.QuizError) as err:
         raise BuildError(str(err)) from None
     archive = student_bundle.write_zip(student, out / f"{student_bundle.BUNDLE_NAME}.zip")
-    log(f"student/: {len(nbs)} notebooks without solutions, with {', '.join(added)}; "
-        f"{archive.name} ({archive.stat().st_size / 1e6:.1f} MB)")
+    log(
+        f"student/: {len(nbs)} notebooks without solutions, with {', '.join(added)}; "
+        f"{archive.name} ({archive.stat().st_size / 1e6:.1f} MB)"
+    )
     return archive

@@ -22,6 +22,7 @@ notebook's ``## Exercises`` heading, a stub cell (``raise NotImplementedError``)
 (a call of a ``check_...`` function) and solution cells tagged ``solution``. Points: 2 for an
 exercise whose stub is a class (a module to assemble), 1 for a function.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,37 @@ import shutil
 from pathlib import Path
 from typing import Callable, Dict, List
 
-from tools.grading_cells import (BEGIN, BEGIN_HIDDEN, END, END_HIDDEN, FUNCTIONS,  # noqa: F401
-                                 RELEASE_STUB, GradingError, answer_source, checker_name,
-                                 solution_definitions, test_source)
-from tools.grading_source import (EXERCISES, IMAGE, STATEMENT, STUB, Exercise,  # noqa: F401
-                                  Graded, cell_text, check_calls, code_cell, exercise_cells,
-                                  find_exercises, graded_intro, images, is_solution,
-                                  nbgrader_metadata, source_notebook)
+from tools.grading_cells import (  # noqa: F401
+    BEGIN,
+    BEGIN_HIDDEN,
+    END,
+    END_HIDDEN,
+    FUNCTIONS,
+    RELEASE_STUB,
+    GradingError,
+    answer_source,
+    checker_name,
+    solution_definitions,
+    test_source,
+)
+from tools.grading_source import (  # noqa: F401
+    EXERCISES,
+    IMAGE,
+    STATEMENT,
+    STUB,
+    Exercise,
+    Graded,
+    cell_text,
+    check_calls,
+    code_cell,
+    exercise_cells,
+    find_exercises,
+    graded_intro,
+    images,
+    is_solution,
+    nbgrader_metadata,
+    source_notebook,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE_ID = "transformer-series"
@@ -93,14 +118,20 @@ on the machine that runs nbgrader: it needs `transformer_lib` installed there.
 
 def readme(rows: Dict[str, List[Graded]]) -> str:
     """The instructors' page: the commands, then every graded exercise with its points."""
-    table = [f"| `{name}` | {g.number} | `{'`, `'.join(g.names)}` | {g.points} | "
-             f"{'yes' if g.hidden else 'no'} |" for name, graded in rows.items() for g in graded]
+    table = [
+        f"| `{name}` | {g.number} | `{'`, `'.join(g.names)}` | {g.points} | "
+        f"{'yes' if g.hidden else 'no'} |"
+        for name, graded in rows.items()
+        for g in graded
+    ]
     first = next(iter(rows), "01_embedding")
-    commands = [(f"nbgrader generate_assignment {first}", f"release/{first}/: the students' version"),
-                (f"# collect each student's notebook as submitted/STUDENT/{first}/{first}.ipynb", ""),
-                (f"nbgrader autograde {first}", "runs them, with the hidden tests put back"),
-                ("nbgrader export", "grades.csv: every student's score"),
-                (f"nbgrader generate_feedback {first}", "feedback/: each graded notebook, as HTML")]
+    commands = [
+        (f"nbgrader generate_assignment {first}", f"release/{first}/: the students' version"),
+        (f"# collect each student's notebook as submitted/STUDENT/{first}/{first}.ipynb", ""),
+        (f"nbgrader autograde {first}", "runs them, with the hidden tests put back"),
+        ("nbgrader export", "grades.csv: every student's score"),
+        (f"nbgrader generate_feedback {first}", "feedback/: each graded notebook, as HTML"),
+    ]
     width = max(len(c) for c, note in commands if note) + 2
     shell = "\n".join(c.ljust(width) + f"# {note}" if note else c for c, note in commands)
     return README.format(shell=shell, table="\n".join(table))
@@ -121,24 +152,34 @@ def build(nbs: Dict[str, dict], out: Path, log: Callable[[str], None] = print) -
         for image in images(nb):
             (folder / "images").mkdir(exist_ok=True)
             shutil.copy2(ROOT / "images" / image, folder / "images" / image)
-        (folder / f"{name}.ipynb").write_text(json.dumps(source, indent=1, ensure_ascii=False)
-                                              + "\n", encoding="utf-8")
+        (folder / f"{name}.ipynb").write_text(
+            json.dumps(source, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         rows[name] = graded
         shown = [g.number for g in graded if not g.stub_kept]
         if shown:
-            log(f"grading: {name} exercise(s) {shown}: the solution does not have the stub's "
-                "shape; the stub is shown as a comment above one solution region")
+            log(
+                f"grading: {name} exercise(s) {shown}: the solution does not have the stub's "
+                "shape; the stub is shown as a comment above one solution region"
+            )
     out.mkdir(parents=True, exist_ok=True)
     stub = "\\n".join(RELEASE_STUB)
-    (out / "nbgrader_config.py").write_text(CONFIG.format(course_id=COURSE_ID, stub=stub),
-                                            encoding="utf-8")
+    (out / "nbgrader_config.py").write_text(
+        CONFIG.format(course_id=COURSE_ID, stub=stub), encoding="utf-8"
+    )
     (out / "README.md").write_text(readme(rows), encoding="utf-8")
-    if any(CHECKPOINT_USE.search(cell_text(c)) for name in rows for c in nbs[name]["cells"]
-           if c["cell_type"] == "code"):
+    if any(
+        CHECKPOINT_USE.search(cell_text(c))
+        for name in rows
+        for c in nbs[name]["cells"]
+        if c["cell_type"] == "code"
+    ):
         (out / "checkpoints").mkdir()
         for ckpt in (ROOT / "checkpoints").glob("*.pt"):
             shutil.copy2(ckpt, out / "checkpoints" / ckpt.name)
     points = {name: sum(g.points for g in graded) for name, graded in rows.items()}
-    log(f"grading/: nbgrader source of {len(rows)} notebooks, "
-        f"{sum(len(g) for g in rows.values())} graded exercises, {sum(points.values())} points")
+    log(
+        f"grading/: nbgrader source of {len(rows)} notebooks, "
+        f"{sum(len(g) for g in rows.values())} graded exercises, {sum(points.values())} points"
+    )
     return points

@@ -6,6 +6,7 @@
 - :func:`test_source`: the check cell as a test: the checker's feedback asserted (a "not yet"
   fails the test with the checker's message), then the hidden tests of ``grading_hidden``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -31,6 +32,7 @@ class GradingError(BuildError):
 
 # --- the answer cell: the stub, with the solution between the markers --------------------
 
+
 class _Unmatched(Exception):
     """The solution does not have the stub's shape; the answer cell falls back to a comment."""
 
@@ -51,7 +53,9 @@ def solution_definitions(code: str) -> str:
     keep = [line.strip() != "# Solution" for line in lines]
     for node in ast.parse(code).body:
         if not isinstance(node, DEFINES):
-            keep[first_line(node):node.end_lineno] = [False] * (node.end_lineno - first_line(node))
+            keep[first_line(node) : node.end_lineno] = [False] * (
+                node.end_lineno - first_line(node)
+            )
     text = "\n".join(line for line, kept in zip(lines, keep) if kept)
     return re.sub(r"\n{4,}", "\n\n\n", text).strip("\n")
 
@@ -63,22 +67,29 @@ def functions(tree: ast.Module) -> Dict[str, ast.stmt]:
         if isinstance(node, FUNCTIONS + (ast.ClassDef,)):
             out[node.name] = node
         if isinstance(node, ast.ClassDef):
-            out.update({f"{node.name}.{item.name}": item for item in node.body
-                        if isinstance(item, FUNCTIONS)})
+            out.update(
+                {
+                    f"{node.name}.{item.name}": item
+                    for item in node.body
+                    if isinstance(item, FUNCTIONS)
+                }
+            )
     return out
 
 
 def raises_stub(node: ast.stmt) -> bool:
     last = node.body[-1] if isinstance(node, FUNCTIONS) else None
-    return (isinstance(last, ast.Raise) and last.exc is not None
-            and "NotImplementedError" in ast.unparse(last.exc))
+    return (
+        isinstance(last, ast.Raise)
+        and last.exc is not None
+        and "NotImplementedError" in ast.unparse(last.exc)
+    )
 
 
 def common_prefix(stub: List[ast.stmt], solution: List[ast.stmt]) -> int:
     """How many leading statements the stub's body (its raise aside) and the solution share."""
     n = 0
-    while (n < len(stub) - 1 and n < len(solution)
-           and ast.dump(stub[n]) == ast.dump(solution[n])):
+    while n < len(stub) - 1 and n < len(solution) and ast.dump(stub[n]) == ast.dump(solution[n]):
         n += 1
     return n
 
@@ -123,15 +134,15 @@ def solution_regions(stub: str, solution: str) -> List[Tuple[int, int, str]]:
         while end > start and not lines[end - 1].strip():
             end -= 1
         regions.append((start, end, indent))
-    for name, node in sol_fns.items():            # what the stub does not define: hidden
-        if name not in stub_fns and not any(s <= first_line(node) and node.end_lineno <= e
-                                            for s, e, _ in regions):
+    for name, node in sol_fns.items():  # what the stub does not define: hidden
+        if name not in stub_fns and not any(
+            s <= first_line(node) and node.end_lineno <= e for s, e, _ in regions
+        ):
             raise _Unmatched(f"{name} is defined outside the solution regions")
     return regions
 
 
-def replace_regions(lines: List[str], regions, inside: Callable[[int, int, str], List[str]]
-                    ) -> str:
+def replace_regions(lines: List[str], regions, inside: Callable[[int, int, str], List[str]]) -> str:
     out, done = [], 0
     for start, end, indent in regions:
         out += lines[done:start] + inside(start, end, indent)
@@ -148,31 +159,38 @@ def answer_source(stub: str, solution: str) -> Tuple[str, bool]:
     try:
         regions = solution_regions(stub, solution)
         marked = replace_regions(lines, regions, lambda s, e, i: [i + BEGIN, *lines[s:e], i + END])
-        released = replace_regions(lines, regions,
-                                   lambda s, e, i: [i + line for line in RELEASE_STUB])
+        released = replace_regions(
+            lines, regions, lambda s, e, i: [i + line for line in RELEASE_STUB]
+        )
         ast.parse(marked)
-        names = {n.name for n in ast.parse(released).body if isinstance(n, FUNCTIONS + (ast.ClassDef,))}
-        stub_names = {n.name for n in ast.parse(stub).body if isinstance(n, FUNCTIONS + (ast.ClassDef,))}
+        names = {
+            n.name for n in ast.parse(released).body if isinstance(n, FUNCTIONS + (ast.ClassDef,))
+        }
+        stub_names = {
+            n.name for n in ast.parse(stub).body if isinstance(n, FUNCTIONS + (ast.ClassDef,))
+        }
         if not stub_names <= names:
             raise _Unmatched("the released cell would lack a definition of the stub")
         return marked, True
     except (_Unmatched, SyntaxError):
         comment = ["# Write the following (replace the `raise`):"] + [
-            f"#     {line}".rstrip() for line in stub.split("\n")]
+            f"#     {line}".rstrip() for line in stub.split("\n")
+        ]
         return "\n".join(comment + [BEGIN, solution, END]), False
 
 
 # --- the test cell: the checker as an assertion, then the hidden tests ----------------------
+
 
 def checker_name(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
 
 
-
 def checker_module(name: str) -> str:
     """The module that defines the checker ``name`` (for the hidden tests' imports)."""
     import transformer_lib.exercises as package
+
     for info in pkgutil.iter_modules(package.__path__):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         if callable(getattr(module, name, None)):
@@ -186,20 +204,28 @@ def test_source(check: str) -> Tuple[str, List[str]]:
     of those checkers follow. Second: the checkers' names."""
     lines, names, hidden = check.split("\n"), [], []
     for stmt in reversed(ast.parse(check).body):
-        calls = [c for c in ast.walk(stmt) if isinstance(c, ast.Call)
-                 and checker_name(c).startswith("check_")]
+        calls = [
+            c
+            for c in ast.walk(stmt)
+            if isinstance(c, ast.Call) and checker_name(c).startswith("check_")
+        ]
         if not calls:
             continue
         call, indent = calls[0], " " * stmt.col_offset
-        lines[first_line(stmt):stmt.end_lineno] = [
+        lines[first_line(stmt) : stmt.end_lineno] = [
             f"{indent}feedback = {ast.get_source_segment(check, call)}",
             f"{indent}assert feedback.passed, str(feedback)",
-            f"{indent}print(feedback)"]
+            f"{indent}print(feedback)",
+        ]
         name = checker_name(call)
         names.insert(0, name)
         if name in HIDDEN and call.args:
-            hidden.insert(0, string.Template(HIDDEN[name]).substitute(
-                answer=ast.get_source_segment(check, call.args[0]), module=checker_module(name)))
+            hidden.insert(
+                0,
+                string.Template(HIDDEN[name]).substitute(
+                    answer=ast.get_source_segment(check, call.args[0]), module=checker_module(name)
+                ),
+            )
     text = "\n".join(lines).strip("\n")
     if hidden:
         text += "\n\n" + "\n".join([BEGIN_HIDDEN, *hidden, END_HIDDEN])

@@ -2,20 +2,21 @@
 translation), by checker; ``tools/grading_hidden.py`` holds them all, as ``HIDDEN``, and says
 how they are written (``$answer``, ``$module``, names that start with ``_``).
 """
+
 from __future__ import annotations
 
 from typing import Dict
 
 USE_HIDDEN: Dict[str, str] = {
     # training
-    "check_noam_lr": '''\
+    "check_noam_lr": """\
 from transformer_lib.training import noam_lr as _noam_lr
 for _step, _d, _warmup in ((1, 16, 10), (10, 16, 10), (1000, 64, 100)):
     _want = _noam_lr(_step, _d, _warmup)
     assert abs($answer(_step, _d, _warmup) - _want) < 1e-12, (
         f"step {_step}, d_model {_d}, warm-up {_warmup}: {_want:.6g}")
-''',
-    "check_validation_cross_entropy": '''\
+""",
+    "check_validation_cross_entropy": """\
 import types as _types
 import torch.nn.functional as _F
 from transformer_lib import Transformer as _Transformer, TransformerConfig as _Config
@@ -37,8 +38,8 @@ _got = float($answer(_model, _batches, 0))
 assert abs(_got - _want) < 1e-4, (
     f"two batches of 3 and 15 target tokens (padding aside): {_want:.4f} nats per token, "
     f"got {_got:.4f}")
-''',
-    "check_label_smoothing": '''\
+""",
+    "check_label_smoothing": """\
 import torch.nn.functional as _F
 _g = torch.Generator().manual_seed(6)
 _logits, _target = torch.randn(2, 5, 9, generator=_g), torch.randint(1, 9, (2, 5), generator=_g)
@@ -46,9 +47,9 @@ _target[1, 3:] = 0                                                       # paddi
 _want = _F.cross_entropy(_logits.flatten(0, 1), _target.flatten(), ignore_index=0)
 assert torch.allclose(torch.as_tensor($answer(_logits, _target, 0.0, 0)), _want, atol=1e-5), (
     "epsilon = 0: the plain cross-entropy over the non-padding positions")
-''',
+""",
     # inference
-    "check_greedy": '''\
+    "check_greedy": """\
 from transformer_lib import Transformer as _Transformer, TransformerConfig as _Config
 from $module import greedy_decode as _greedy_decode                  # the checker's reference
 torch.manual_seed(10)
@@ -58,30 +59,30 @@ _want = _greedy_decode(_model, _src, 3, 1, 2)                            # max_l
 _got = $answer(_model, _src, 3, 1, 2)
 assert _got.shape == _want.shape and torch.equal(_got.long(), _want), (
     f"max_len = 3 on an untrained model: {_want.tolist()}, got {_got.tolist()}")
-''',
-    "check_gnmt_score": '''\
+""",
+    "check_gnmt_score": """\
 assert abs($answer(-3.0, 1, 0.7) + 3.0) < 1e-9, "length 1: lp = 1, the score is log P"
 assert abs($answer(-3.0, 7, 0.0) + 3.0) < 1e-9, "alpha = 0: no penalty"
-''',
-    "check_beam_step": '''\
+""",
+    "check_beam_step": """\
 _g = torch.Generator().manual_seed(7)
 _log_probs = torch.log_softmax(torch.randn(1, 1, 6, generator=_g), -1)  # (B, K, V)
 _scores, _parent, _token = $answer(torch.zeros(1, 1), _log_probs, 1)
 assert _token.item() == _log_probs[0, 0].argmax().item() and _parent.item() == 0, (
     "one hypothesis, k = 1: the greedy choice")
-''',
+""",
     # translation
-    "check_ngram_precision": '''\
+    "check_ngram_precision": """\
 assert tuple($answer(["a", "a", "a"], ["a"], 1)) == (1, 3), "clipped: 'a' once in the reference"
 assert tuple($answer(["a"], ["a", "b"], 2)) == (0, 0), "an output shorter than n: no n-gram"
-''',
-    "check_brevity_penalty": '''\
+""",
+    "check_brevity_penalty": """\
 import math as _math
 assert $answer(5, 5) == 1.0 and $answer(0, 5) == 0.0, "c = r: 1.0; an empty output: 0.0"
 assert abs($answer(2, 4) - _math.exp(-1)) < 1e-9, "c = 2, r = 4: exp(1 - 4/2)"
-''',
-    "check_repeats": '''\
+""",
+    "check_repeats": """\
 assert $answer(list("aaaa"), 1) == 3 and $answer(["a"], 2) == 0, "four times 'a': 3 repeats"
 assert $answer("a b a b a".split(), 3) == 1, "3-grams: (a b a) comes back once"
-''',
+""",
 }

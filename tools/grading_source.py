@@ -10,6 +10,7 @@ an exercise's answer above it are blanked as in the student copies
 (``tools/student_copy.py``). Points: 2 for an exercise whose stub is a class (a module to
 assemble), 1 for a function.
 """
+
 from __future__ import annotations
 
 import ast
@@ -17,8 +18,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from tools.grading_cells import (BEGIN_HIDDEN, FUNCTIONS, GradingError, answer_source,
-                                 checker_name, solution_definitions, test_source)
+from tools.grading_cells import (
+    BEGIN_HIDDEN,
+    FUNCTIONS,
+    GradingError,
+    answer_source,
+    checker_name,
+    solution_definitions,
+    test_source,
+)
 from tools.student_copy import hide_shown
 
 STUB = "raise NotImplementedError"
@@ -26,8 +34,10 @@ SOLUTION_TAG = "solution"
 EXERCISES = re.compile(r"^##\s+Exercises\b", re.M | re.I)
 STATEMENT = re.compile(r"(?:^#{2,4}\s*Exercise\s+(\d+)|\*\*Exercise\s+(\d+))", re.M)
 SCHEMA_VERSION = 3
-GRADED_NOTE = ("Your answers are graded: each check cell is a test, worth 2 points for a class "
-               "and 1 for a function, and the grader runs further tests of its own.")
+GRADED_NOTE = (
+    "Your answers are graded: each check cell is a test, worth 2 points for a class "
+    "and 1 for a function, and the grader runs further tests of its own."
+)
 # the notebooks show the repository's images/ from ../images; an assignment holds its own copy
 IMAGE = re.compile(r"\.\./images/([\w.-]+)")
 
@@ -35,7 +45,7 @@ IMAGE = re.compile(r"\.\./images/([\w.-]+)")
 @dataclass
 class Exercise:
     number: int
-    stub: Optional[int] = None                # cell indices
+    stub: Optional[int] = None  # cell indices
     check: Optional[int] = None
     solutions: List[int] = field(default_factory=list)
 
@@ -55,14 +65,23 @@ def check_calls(code: str) -> List[ast.Call]:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    return [node for node in ast.walk(tree) if isinstance(node, ast.Call)
-            and checker_name(node).startswith("check_")]
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and checker_name(node).startswith("check_")
+    ]
 
 
 def exercises_start(cells: List[dict]) -> int:
     """The index of the markdown cell with the ``## Exercises`` heading (``len(cells)``: none)."""
-    return next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
-                 and EXERCISES.search(cell_text(c))), len(cells))
+    return next(
+        (
+            i
+            for i, c in enumerate(cells)
+            if c["cell_type"] == "markdown" and EXERCISES.search(cell_text(c))
+        ),
+        len(cells),
+    )
 
 
 def find_exercises(cells: List[dict]) -> List[Exercise]:
@@ -74,8 +93,10 @@ def find_exercises(cells: List[dict]) -> List[Exercise]:
         cell, text = cells[i], cell_text(cells[i])
         if cell["cell_type"] == "markdown":
             for match in STATEMENT.finditer(text):
-                current = found.setdefault(int(match.group(1) or match.group(2)),
-                                           Exercise(int(match.group(1) or match.group(2))))
+                current = found.setdefault(
+                    int(match.group(1) or match.group(2)),
+                    Exercise(int(match.group(1) or match.group(2))),
+                )
         elif current is None or cell["cell_type"] != "code":
             continue
         elif is_solution(cell):
@@ -84,15 +105,23 @@ def find_exercises(cells: List[dict]) -> List[Exercise]:
             current.stub = i
         elif current.stub is not None and current.check is None and check_calls(text):
             current.check = i
-    return [ex for _, ex in sorted(found.items())
-            if ex.stub is not None and ex.check is not None and ex.solutions]
-
+    return [
+        ex
+        for _, ex in sorted(found.items())
+        if ex.stub is not None and ex.check is not None and ex.solutions
+    ]
 
 
 def nbgrader_metadata(grade_id: str, solution: bool, points: Optional[int] = None) -> dict:
     """An autograded answer cell (``solution``) or an autograded test cell (``points``)."""
-    meta = {"grade": points is not None, "grade_id": grade_id, "locked": points is not None,
-            "schema_version": SCHEMA_VERSION, "solution": solution, "task": False}
+    meta = {
+        "grade": points is not None,
+        "grade_id": grade_id,
+        "locked": points is not None,
+        "schema_version": SCHEMA_VERSION,
+        "solution": solution,
+        "task": False,
+    }
     if points is not None:
         meta["points"] = points
     return meta
@@ -100,16 +129,20 @@ def nbgrader_metadata(grade_id: str, solution: bool, points: Optional[int] = Non
 
 def code_cell(old: dict, text: str, nbgrader: dict) -> dict:
     """A new code cell in place of ``old`` (its id and metadata kept), no outputs."""
-    cell = {"cell_type": "code", "execution_count": None,
-            "metadata": {**old.get("metadata", {}), "nbgrader": nbgrader},
-            "outputs": [], "source": text}
+    cell = {
+        "cell_type": "code",
+        "execution_count": None,
+        "metadata": {**old.get("metadata", {}), "nbgrader": nbgrader},
+        "outputs": [],
+        "source": text,
+    }
     return {"id": old["id"], **cell} if "id" in old else cell
 
 
 def graded_intro(text: str) -> str:
     """The exercises' introduction with its sentences about worked solutions replaced."""
     first = STATEMENT.search(text)
-    head, tail = (text[:first.start()], text[first.start():]) if first else (text, "")
+    head, tail = (text[: first.start()], text[first.start() :]) if first else (text, "")
     paragraphs = []
     for para in head.split("\n\n"):
         sentences = re.split(r"(?<=[.!?])\s+", para)
@@ -121,6 +154,7 @@ def graded_intro(text: str) -> str:
 @dataclass
 class Graded:
     """One graded exercise, for the instructors' table."""
+
     number: int
     names: List[str]
     checkers: List[str]
@@ -142,16 +176,18 @@ def exercise_cells(cells: List[dict], ex: Exercise, name: str) -> Tuple[dict, di
     points = 2 if any(isinstance(n, ast.ClassDef) for n in tree.body) else 1
     names = [n.name for n in tree.body if isinstance(n, FUNCTIONS + (ast.ClassDef,))]
     graded = Graded(ex.number, names, checkers, points, BEGIN_HIDDEN in test, kept)
-    answer_cell = code_cell(cells[ex.stub], answer,
-                            nbgrader_metadata(f"exercise-{ex.number}-answer", True))
-    test_cell = code_cell(cells[ex.check], test,
-                          nbgrader_metadata(f"exercise-{ex.number}-tests", False, points))
+    answer_cell = code_cell(
+        cells[ex.stub], answer, nbgrader_metadata(f"exercise-{ex.number}-answer", True)
+    )
+    test_cell = code_cell(
+        cells[ex.check], test, nbgrader_metadata(f"exercise-{ex.number}-tests", False, points)
+    )
     return answer_cell, test_cell, graded
 
 
 def source_notebook(nb: dict, name: str) -> Tuple[dict, List[Graded]]:
     """nbgrader's source version of one notebook, and its graded exercises (none: no exercise)."""
-    nb = hide_shown(nb, name, GradingError)      # no answer shown above its question
+    nb = hide_shown(nb, name, GradingError)  # no answer shown above its question
     cells = nb["cells"]
     found = find_exercises(cells)
     replaced: Dict[int, dict] = {}

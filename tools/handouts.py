@@ -21,6 +21,7 @@ a local file refused.
 ``build_course.py`` passes the student copies (no worked solutions) and every deck; ``bash dev.sh
 course --no-handouts`` skips the handouts.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,9 +35,11 @@ from typing import Callable, List, Optional, Sequence
 from tools.chromium import FLAGS, locate
 from tools.site import build as site_build
 
-INSTALL_HINT = ("install Debian's chromium (sudo apt-get install chromium) and the dev extra "
-                "(pip install -c constraints.txt -e '.[dev]'), or build with --no-handouts")
-TIMEOUT_MS = 120_000           # to load a page and lay out its slides, on a busy 2-core CPU
+INSTALL_HINT = (
+    "install Debian's chromium (sudo apt-get install chromium) and the dev extra "
+    "(pip install -c constraints.txt -e '.[dev]'), or build with --no-handouts"
+)
+TIMEOUT_MS = 120_000  # to load a page and lay out its slides, on a busy 2-core CPU
 DECK_QUERY = "?print-pdf&pdfSeparateFragments=false&pdfMaxPagesPerSlide=1&showNotes=false"
 # waits (up to a minute) until the page's MathJax 3 has typeset every formula
 # (MathJax.startup.promise resolves); true at once on a page without math
@@ -73,10 +76,12 @@ pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
     { break-inside: avoid; }
 h1, h2, h3 { break-after: avoid; }
 """
-FOOTER = ('<div style="font-size:8px;width:100%;margin:0 14mm;color:#57606a;'
-          'font-family:sans-serif;display:flex;justify-content:space-between">'
-          '<span class="title"></span><span><span class="pageNumber"></span> / '
-          '<span class="totalPages"></span></span></div>')
+FOOTER = (
+    '<div style="font-size:8px;width:100%;margin:0 14mm;color:#57606a;'
+    'font-family:sans-serif;display:flex;justify-content:space-between">'
+    '<span class="title"></span><span><span class="pageNumber"></span> / '
+    '<span class="totalPages"></span></span></div>'
+)
 MARGIN = {"top": "14mm", "bottom": "16mm", "left": "14mm", "right": "14mm"}
 # the site's 16 px text printed at about 10 pt, so that a 100-character line of code (the
 # project's line length) fits the A4 column unwrapped
@@ -94,10 +99,11 @@ class NoBrowser(HandoutError):
 @dataclass
 class Handout:
     """One PDF written: what it was made from, where, and (for a deck) its number of pages."""
+
     source: Path
     pdf: Path
-    kind: str                   # "slides" or "notebook"
-    pages: Optional[int]        # the pages reveal.js laid out (a deck); None for a notebook
+    kind: str  # "slides" or "notebook"
+    pages: Optional[int]  # the pages reveal.js laid out (a deck); None for a notebook
     seconds: float
 
     @property
@@ -124,8 +130,9 @@ def print_deck(context, deck: Path, pdf: Path, log: Callable[[str], None]) -> in
     try:
         page.set_viewport_size({"width": 1280, "height": 720})
         page.goto(deck.resolve().as_uri() + DECK_QUERY, wait_until="load")
-        page.wait_for_function("document.querySelectorAll('.pdf-page').length > 0",
-                               timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "document.querySelectorAll('.pdf-page').length > 0", timeout=TIMEOUT_MS
+        )
         page.add_style_tag(content=DECK_CSS)
         if not page.evaluate(MATH_TYPESET):
             raise HandoutError(f"{deck.name}: MathJax did not finish typesetting in a minute")
@@ -133,8 +140,7 @@ def print_deck(context, deck: Path, pdf: Path, log: Callable[[str], None]) -> in
         pages = page.evaluate("document.querySelectorAll('.pdf-page').length")
         slides = page.evaluate("Reveal.getSlides().length")
         if pages != slides:
-            raise HandoutError(f"{deck.name}: reveal.js laid out {pages} pages for {slides} "
-                               "slides")
+            raise HandoutError(f"{deck.name}: reveal.js laid out {pages} pages for {slides} slides")
         if cut:
             log(f"handouts/: {deck.name}: {cut} slide(s) taller than a page, cut at the bottom")
         page.pdf(path=str(pdf), prefer_css_page_size=True, print_background=True)
@@ -148,12 +154,20 @@ def print_page(context, html: Path, pdf: Path) -> None:
     page = context.new_page()
     try:
         page.goto(html.resolve().as_uri(), wait_until="load")
-        page.wait_for_function("document.documentElement.getAttribute('data-math') "
-                               "=== 'typeset'", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "document.documentElement.getAttribute('data-math') === 'typeset'", timeout=TIMEOUT_MS
+        )
         page.add_style_tag(content=NOTEBOOK_CSS)
-        page.pdf(path=str(pdf), format="A4", print_background=True, margin=MARGIN, scale=SCALE,
-                 display_header_footer=True, header_template="<span></span>",
-                 footer_template=FOOTER)
+        page.pdf(
+            path=str(pdf),
+            format="A4",
+            print_background=True,
+            margin=MARGIN,
+            scale=SCALE,
+            display_header_footer=True,
+            header_template="<span></span>",
+            footer_template=FOOTER,
+        )
     finally:
         page.close()
 
@@ -174,18 +188,25 @@ def site_pages(notebooks: Sequence[Path], folder: Path) -> List[Path]:
 def print_one(context, source: Path, pdf: Path, kind: str, log: Callable[[str], None]) -> Handout:
     """Print a deck (``kind`` "slides") or a site page ("notebook") into ``pdf``."""
     from playwright.sync_api import Error as PlaywrightError
+
     start = time.perf_counter()
     try:
-        count = print_deck(context, source, pdf, log) if kind == "slides" else \
-            print_page(context, source, pdf)
+        count = (
+            print_deck(context, source, pdf, log)
+            if kind == "slides"
+            else print_page(context, source, pdf)
+        )
     except PlaywrightError as err:
-        raise HandoutError(f"{source.name}: printing failed: "
-                           f"{str(err).splitlines()[0]}") from None
+        raise HandoutError(f"{source.name}: printing failed: {str(err).splitlines()[0]}") from None
     return Handout(source, pdf, kind, count, time.perf_counter() - start)
 
 
-def write_handouts(out: Path, decks: Sequence[Path] = (), notebooks: Sequence[Path] = (),
-                   log: Callable[[str], None] = print) -> List[Handout]:
+def write_handouts(
+    out: Path,
+    decks: Sequence[Path] = (),
+    notebooks: Sequence[Path] = (),
+    log: Callable[[str], None] = print,
+) -> List[Handout]:
     """Write ``out/NN_name.slides.pdf`` for each deck and ``out/NN_name.pdf`` for each notebook.
 
     ``decks``: reveal.js decks written by ``tools/build_course.py``; ``notebooks``: ``.ipynb``
@@ -198,6 +219,7 @@ def write_handouts(out: Path, decks: Sequence[Path] = (), notebooks: Sequence[Pa
     executable = chromium()
     began = time.perf_counter()
     from playwright.sync_api import sync_playwright
+
     out.mkdir(parents=True, exist_ok=True)
     written: List[Handout] = []
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
@@ -211,7 +233,9 @@ def write_handouts(out: Path, decks: Sequence[Path] = (), notebooks: Sequence[Pa
             written = [print_one(context, *job, log=log) for job in jobs]
         finally:
             browser.close()
-    log(f"handouts/: {len(decks)} decks, {len(notebooks)} notebooks, "
+    log(
+        f"handouts/: {len(decks)} decks, {len(notebooks)} notebooks, "
         f"{sum(h.size_kb for h in written) / 1024:.1f} MB in "
-        f"{time.perf_counter() - began:.0f} s")
+        f"{time.perf_counter() - began:.0f} s"
+    )
     return written

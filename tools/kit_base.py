@@ -1,5 +1,6 @@
 """What the parts of the instructor kit share: where the repository's pieces are, the build's
 one error, and reading a notebook with its slide marks."""
+
 from __future__ import annotations
 
 import json

@@ -18,6 +18,7 @@ writes, so running it again changes nothing; and it changes nothing but each cel
 ``metadata.slideshow`` (the notebooks stay byte-for-byte the same otherwise, so nbval is
 unaffected).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,13 +28,34 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tools.slide_rules import (CAPTION_CHARS, LEAD_IN_CHARS, MAX_CODE_LINES,  # noqa: F401
-                               OVERRIDES, SLIDE_TYPES, announces, headings, hides_source,
-                               introduced, is_heatmap, is_import_cell, load_overrides, rule,
-                               ruled_types)
-from tools.slide_screen import (CODE_WRAP, SCREEN, code_lines,  # noqa: F401
-                                figure_height, figure_size, has_figure, height,
-                                markdown_height, output_lines, source)
+from tools.slide_rules import (  # noqa: F401
+    CAPTION_CHARS,
+    LEAD_IN_CHARS,
+    MAX_CODE_LINES,
+    OVERRIDES,
+    SLIDE_TYPES,
+    announces,
+    headings,
+    hides_source,
+    introduced,
+    is_heatmap,
+    is_import_cell,
+    load_overrides,
+    rule,
+    ruled_types,
+)
+from tools.slide_screen import (  # noqa: F401
+    CODE_WRAP,
+    SCREEN,
+    code_lines,
+    figure_height,
+    figure_size,
+    has_figure,
+    height,
+    markdown_height,
+    output_lines,
+    source,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -51,8 +73,13 @@ def lead_in_target(cells: List[dict], ruled: List[str], index: int) -> Optional[
     """The index of the code cell that cell ``index`` leads into (short shown prose right
     before code), or None."""
     cell, nxt = cells[index], index + 1
-    if (cell["cell_type"] == "markdown" and len(source(cell).strip()) <= LEAD_IN_CHARS
-            and ruled[index] == "-" and nxt < len(cells) and cells[nxt]["cell_type"] == "code"):
+    if (
+        cell["cell_type"] == "markdown"
+        and len(source(cell).strip()) <= LEAD_IN_CHARS
+        and ruled[index] == "-"
+        and nxt < len(cells)
+        and cells[nxt]["cell_type"] == "code"
+    ):
         return nxt
     return None
 
@@ -62,23 +89,25 @@ def screen_height(cell: dict) -> float:
     return height(cell, show_source=not hides_source(cell))
 
 
-def fit(kind: str, h: float, needed: float, caption: bool, used: float,
-        heatmap: bool) -> Tuple[str, float]:
+def fit(
+    kind: str, h: float, needed: float, caption: bool, used: float, heatmap: bool
+) -> Tuple[str, float]:
     """A cell's type on the screen budget and the screen height used after it: ``h`` is its
     own height, ``needed`` with the code it leads into, ``used`` the screen's so far."""
     if kind in ("-", "fragment") and heatmap and used > 0:
-        kind = "subslide"                       # a heatmap has the screen to itself
+        kind = "subslide"  # a heatmap has the screen to itself
     if kind in ("slide", "subslide"):
         return kind, h
     if kind not in ("-", "fragment"):
         return kind, used
     if (not caption or used + needed > SCREEN * 1.1) and used > 0 and used + needed > SCREEN:
-        return "subslide", h                    # the screen is full: continue on a new one
+        return "subslide", h  # the screen is full: continue on a new one
     return kind, used + h
 
 
-def slide_types(nb: dict, overrides: Sequence[dict] = (),
-                forced: Optional[Dict[int, str]] = None) -> List[str]:
+def slide_types(
+    nb: dict, overrides: Sequence[dict] = (), forced: Optional[Dict[int, str]] = None
+) -> List[str]:
     """The slide type of every cell of ``nb``: rules, then overrides, then screen budget.
 
     ``forced`` maps the indices of continuation pieces (cut by the deck's build) to their
@@ -92,12 +121,15 @@ def slide_types(nb: dict, overrides: Sequence[dict] = (),
         kind, nxt = ruled[index], lead_in_target(cells, ruled, index)
         fixed = any(text.startswith(o["starts_with"]) for o in overrides)
         if nxt is not None and ruled[nxt] == "skip" and text.endswith(":") and not fixed:
-            kind = "skip"                       # it introduces a cell that is not shown
+            kind = "skip"  # it introduces a cell that is not shown
         h = screen_height(cell)
         caption = after_figure and cell["cell_type"] == "markdown" and len(text) <= CAPTION_CHARS
         # a short lead-in stays on the screen of the code it introduces
-        needed = h + (screen_height(cells[nxt])
-                      if nxt is not None and ruled[nxt] != "skip" and not caption else 0)
+        needed = h + (
+            screen_height(cells[nxt])
+            if nxt is not None and ruled[nxt] != "skip" and not caption
+            else 0
+        )
         kind, used = fit(kind, h, needed, caption, used, is_heatmap(cell))
         if kind not in ("skip", "notes"):
             after_figure = has_figure(cell)
@@ -117,15 +149,18 @@ def mark(nb: dict, name: str, overrides: Optional[Dict[str, List[dict]]] = None)
 def unmatched_overrides(nb: dict, rules: Sequence[dict]) -> List[str]:
     """The ``starts_with`` texts of ``rules`` that match no cell of ``nb`` (stale overrides)."""
     texts = [source(c).strip() for c in nb["cells"]]
-    return [o["starts_with"] for o in rules
-            if not any(t.startswith(o["starts_with"]) for t in texts)]
+    return [
+        o["starts_with"] for o in rules if not any(t.startswith(o["starts_with"]) for t in texts)
+    ]
 
 
 def count_slides(nb: dict) -> int:
     """Screens of the deck: slides and subslides."""
-    return sum(1 for c in nb["cells"]
-               if c.get("metadata", {}).get("slideshow", {}).get("slide_type")
-               in ("slide", "subslide"))
+    return sum(
+        1
+        for c in nb["cells"]
+        if c.get("metadata", {}).get("slideshow", {}).get("slide_type") in ("slide", "subslide")
+    )
 
 
 def is_marked(nb: dict) -> bool:
@@ -142,8 +177,11 @@ def mark_file(path: Path, overrides: Dict[str, List[dict]], check: bool = False)
     before = path.read_text(encoding="utf-8")
     nb = json.loads(before)
     for stale in unmatched_overrides(nb, overrides.get(path.stem, ())):
-        print(f"warning: {OVERRIDES.name}: the override for {path.stem} starting "
-              f"{stale!r} matches no cell", file=sys.stderr)
+        print(
+            f"warning: {OVERRIDES.name}: the override for {path.stem} starting "
+            f"{stale!r} matches no cell",
+            file=sys.stderr,
+        )
     after = dumps(mark(nb, path.stem, overrides))
     if after != before and not check:
         path.write_text(after, encoding="utf-8")
@@ -151,12 +189,17 @@ def mark_file(path: Path, overrides: Dict[str, List[dict]], check: bool = False)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.mark_slides",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to mark (default: notebooks/NN_*.ipynb)")
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 if a notebook is not marked as the rules say")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.mark_slides", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "notebooks", nargs="*", type=Path, help="notebooks to mark (default: notebooks/NN_*.ipynb)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if a notebook is not marked as the rules say",
+    )
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     for path in paths:
@@ -169,9 +212,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             changed.append(path)
         nb = json.loads(path.read_text(encoding="utf-8"))
         shown = mark(nb, path.stem, overrides)
-        print(f"{path.name}: {count_slides(shown)} slides"
-              + (" (would change)" if args.check and path in changed else
-                 " (marked)" if path in changed else " (unchanged)"))
+        print(
+            f"{path.name}: {count_slides(shown)} slides"
+            + (
+                " (would change)"
+                if args.check and path in changed
+                else " (marked)"
+                if path in changed
+                else " (unchanged)"
+            )
+        )
     return 1 if args.check and changed else 0
 
 

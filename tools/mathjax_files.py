@@ -8,6 +8,7 @@ the file system with no network. Its licence travels with it.
 
     version = mathjax_files.copy_into(out / "static" / "mathjax")   # the .js and LICENSE
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,9 +17,11 @@ import shutil
 from pathlib import Path
 
 FILE = "tex-svg-full.js"
-INSTALL_HINT = ("MathJax 3 not found: the site and the slide decks ship it from the pip "
-                "package django-static-mathjax (pinned in constraints.txt); reinstall with "
-                "bash dev.sh (or pip install -c constraints.txt -e '.[dev]')")
+INSTALL_HINT = (
+    "MathJax 3 not found: the site and the slide decks ship it from the pip "
+    "package django-static-mathjax (pinned in constraints.txt); reinstall with "
+    "bash dev.sh (or pip install -c constraints.txt -e '.[dev]')"
+)
 
 
 class MathJaxMissing(RuntimeError):

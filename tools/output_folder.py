@@ -10,6 +10,7 @@ starts.
     check(out, ".series-site")            # ValueError naming --out, or nothing
     replace(out, ".series-site", "written by python -m tools.site.build")   # emptied, marked
 """
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,19 @@ from typing import Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 # the repository's own folders: no build writes into them (build/ is where builds go)
-SOURCES = (".ci", ".git", ".venv", "benchmarks", "checkpoints", "course", "images",
-           "notebooks", "tests", "tools", "transformer_lib")
+SOURCES = (
+    ".ci",
+    ".git",
+    ".venv",
+    "benchmarks",
+    "checkpoints",
+    "course",
+    "images",
+    "notebooks",
+    "tests",
+    "tools",
+    "transformer_lib",
+)
 
 
 class OutputFolderError(ValueError):
@@ -55,8 +67,9 @@ def check(out: Path, marker: str, flag: str = "--out", root: Path = ROOT) -> Non
     """Raise ``OutputFolderError`` if the build may not replace ``out``; change nothing."""
     problem = _place_problem(out.resolve(), root.resolve())
     if problem:
-        raise OutputFolderError(f"{flag}: {out} {problem}; give a folder of its own, "
-                                "such as build/NAME")
+        raise OutputFolderError(
+            f"{flag}: {out} {problem}; give a folder of its own, such as build/NAME"
+        )
     if not out.exists():
         reason = _creation_problem(out)
         if reason:
@@ -64,8 +77,10 @@ def check(out: Path, marker: str, flag: str = "--out", root: Path = ROOT) -> Non
     elif not out.is_dir():
         raise OutputFolderError(f"{flag}: {out} is a file, not a folder; give a folder")
     elif any(out.iterdir()) and not (out / marker).is_file():
-        raise OutputFolderError(f"{flag}: {out} is a non-empty folder that no earlier build "
-                                f"wrote (no {marker} file); give an empty or new folder")
+        raise OutputFolderError(
+            f"{flag}: {out} is a non-empty folder that no earlier build "
+            f"wrote (no {marker} file); give an empty or new folder"
+        )
 
 
 def replace(out: Path, marker: str, note: str, flag: str = "--out", root: Path = ROOT) -> Path:

@@ -23,6 +23,7 @@ answer and its reason. ``write_student`` and ``write_instructor`` are what the c
 calls; ``write_instructor`` also copies the syllabus, the misconceptions and the 50-minute
 lecture variants of ``course/``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,15 +54,15 @@ class QuizError(ValueError):
 class Question:
     number: int
     title: str
-    text: str      # the question, Markdown
+    text: str  # the question, Markdown
     answer: str
     why: str
 
 
 @dataclass(frozen=True)
 class Quiz:
-    name: str      # the notebook's name, e.g. "03_attention"
-    title: str     # "Quiz 03 · Attention"
+    name: str  # the notebook's name, e.g. "03_attention"
+    title: str  # "Quiz 03 · Attention"
     intro: str
     questions: List[Question]
 
@@ -74,8 +75,10 @@ def _question(name: str, number: int, title: str, lines: List[str]) -> Question:
     where = f"{name}, question {number}"
     body = "\n".join(lines)
     if body.count(ANSWER) != 1 or body.count(WHY) != 1:
-        raise QuizError(f"{where}: needs exactly one {ANSWER} and one {WHY}, "
-                        f"got {body.count(ANSWER)} and {body.count(WHY)}")
+        raise QuizError(
+            f"{where}: needs exactly one {ANSWER} and one {WHY}, "
+            f"got {body.count(ANSWER)} and {body.count(WHY)}"
+        )
     text, rest = body.split(ANSWER)
     answer, why = rest.split(WHY)
     parts = {"question": text.strip(), "answer": answer.strip(), "why": why.strip()}
@@ -90,14 +93,17 @@ def parse(text: str, name: str) -> Quiz:
     lines = text.strip().splitlines()
     title = TITLE.match(lines[0]) if lines else None
     if title is None:
-        raise QuizError(f"{name}: the first line must be '# Quiz NN · Title', "
-                        f"got {lines[0] if lines else 'an empty file'!r}")
+        raise QuizError(
+            f"{name}: the first line must be '# Quiz NN · Title', "
+            f"got {lines[0] if lines else 'an empty file'!r}"
+        )
     if title.group(2) != name[:2]:
-        raise QuizError(f"{name}: the title's number {title.group(2)} is not the notebook's "
-                        f"{name[:2]}")
+        raise QuizError(
+            f"{name}: the title's number {title.group(2)} is not the notebook's {name[:2]}"
+        )
     intro: List[str] = []
     questions: List[Question] = []
-    current: Optional[tuple] = None            # (number, title, lines)
+    current: Optional[tuple] = None  # (number, title, lines)
     for line in lines[1:]:
         match = QUESTION.match(line)
         if match:
@@ -105,8 +111,9 @@ def parse(text: str, name: str) -> Quiz:
                 questions.append(_question(name, *current))
             number = int(match.group(1))
             if number != len(questions) + 1:
-                raise QuizError(f"{name}: question Q{number} where Q{len(questions) + 1} "
-                                "was expected")
+                raise QuizError(
+                    f"{name}: question Q{number} where Q{len(questions) + 1} was expected"
+                )
             current = (number, match.group(2), [])
         elif current:
             current[2].append(line)
@@ -185,8 +192,9 @@ def write_instructor(dest: Path, folder: Path = SOURCES, course: Path = COURSE) 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--student", type=Path, help="folder for the student versions")
-    parser.add_argument("--instructor", type=Path,
-                        help="folder for the instructor versions and course pages")
+    parser.add_argument(
+        "--instructor", type=Path, help="folder for the instructor versions and course pages"
+    )
     args = parser.parse_args(argv)
     if args.student is None and args.instructor is None:
         print("error: give --student DIR, --instructor DIR or both", file=sys.stderr)

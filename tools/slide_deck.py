@@ -17,6 +17,7 @@ notebook itself):
 - the cells are marked again by the rules (so that the pieces get their own marks), with
   the 1280 x 720 screen budget of ``mark_slides``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -80,10 +81,15 @@ def notes_problems(nb: dict, notes: Dict[str, str]) -> List[str]:
     section, notes without their time, pointer or question."""
     heads = sections(nb)
     problems = [f"no note for the section {h!r}" for h in heads if not notes.get(h)]
-    problems += [f"a note for {k!r}, which is no section of the notebook"
-                 for k in notes if k not in heads]
-    problems += [f"the note for {k!r} lacks {part!r}" for k, text in notes.items()
-                 for part in NOTE_PARTS if part not in text]
+    problems += [
+        f"a note for {k!r}, which is no section of the notebook" for k in notes if k not in heads
+    ]
+    problems += [
+        f"the note for {k!r} lacks {part!r}"
+        for k, text in notes.items()
+        for part in NOTE_PARTS
+        if part not in text
+    ]
     return problems
 
 
@@ -149,8 +155,7 @@ def split_cells(cells: List[dict]) -> Tuple[List[dict], Dict[int, str]]:
             out.extend(note)
             continue
         if cell["cell_type"] != "markdown":
-            parts = [p for f in figure_pieces(split_tall_heatmaps(cell))
-                     for p in output_pieces(f)]
+            parts = [p for f in figure_pieces(split_tall_heatmaps(cell)) for p in output_pieces(f)]
             for n, part in enumerate(parts):
                 if n:
                     forced[len(out)] = "subslide"
@@ -172,16 +177,25 @@ def explorer_line(cell: dict, name: str) -> Optional[dict]:
     if not any(WIDGET in out.get("data", {}) for out in cell.get("outputs", [])):
         return None
     call = mark_slides.source(cell).strip().splitlines()[-1].strip()
-    text = (f"▶ *Live in the notebook:* `{call}` in `{name}.ipynb` "
-            "(run it in JupyterLab; a slide shows no live widget).")
-    return {"cell_type": "markdown", "id": f"{cell.get('id', 'explorer')[:50]}-explorer",
-            "metadata": {}, "source": text}
+    text = (
+        f"▶ *Live in the notebook:* `{call}` in `{name}.ipynb` "
+        "(run it in JupyterLab; a slide shows no live widget)."
+    )
+    return {
+        "cell_type": "markdown",
+        "id": f"{cell.get('id', 'explorer')[:50]}-explorer",
+        "metadata": {},
+        "source": text,
+    }
 
 
 def note_cell(heading: str, text: str, k: int) -> dict:
-    return {"cell_type": "markdown", "id": f"speaker-note-{k}",
-            "metadata": {"slideshow": {"slide_type": "notes"}},
-            "source": f"**{heading}**\n\n{text}"}
+    return {
+        "cell_type": "markdown",
+        "id": f"speaker-note-{k}",
+        "metadata": {"slideshow": {"slide_type": "notes"}},
+        "source": f"**{heading}**\n\n{text}",
+    }
 
 
 def with_notes(cells: List[dict], notes: Dict[str, str]) -> List[dict]:
@@ -209,7 +223,7 @@ def prepare(nb: dict, name: str) -> dict:
     cells = [explorer_line(c, name) or c for c in nb["cells"]]
     cells, forced = split_cells(cells)
     seen = set()
-    for index, cell in enumerate(cells):         # the pieces' ids unique again
+    for index, cell in enumerate(cells):  # the pieces' ids unique again
         if "id" in cell and cell["id"] in seen:
             cell["id"] = f"{cell['id'][:50]}-p{index}"
         seen.add(cell.get("id"))

@@ -2,6 +2,7 @@
 printout taller than a slide continued on the next, and a grid of heatmaps too tall for the
 slide's width cut in two between rows of panels.
 """
+
 from __future__ import annotations
 
 import base64
@@ -48,8 +49,8 @@ def halves(png: bytes) -> Optional[Tuple[bytes, bytes]]:
         return None
     middle = pixels.shape[0] / 2
     k = min(range(len(bands) - 1), key=lambda i: abs(bands[i][1] - middle))
-    cut = bands[k][1] + (bands[k + 1][0] - bands[k][1]) // 4      # below the tick marks
-    labels = pixels[bands[-1][1]:]
+    cut = bands[k][1] + (bands[k + 1][0] - bands[k][1]) // 4  # below the tick marks
+    labels = pixels[bands[-1][1] :]
     parts = (np.concatenate((pixels[:cut], labels)), pixels[cut:])
 
     def encode(array) -> bytes:
@@ -68,8 +69,11 @@ def split_tall_heatmaps(cell: dict) -> dict:
     outputs = []
     for out in cell.get("outputs", []):
         size = mark_slides.figure_size(out)
-        cut = halves(base64.b64decode(out["data"]["image/png"])) \
-            if size and size[1] > 0.75 * size[0] else None
+        cut = (
+            halves(base64.b64decode(out["data"]["image/png"]))
+            if size and size[1] > 0.75 * size[0]
+            else None
+        )
         for png in cut or [None]:
             new = copy.deepcopy(out)
             if png is not None:
@@ -86,8 +90,9 @@ def figure_pieces(cell: dict) -> List[dict]:
     before it); the pieces after the first show no code."""
     groups: List[list] = [[]]
     for out in cell.get("outputs", []):
-        if any(k in out.get("data", {}) for k in ("image/png", "image/svg+xml", "image/jpeg")) \
-                and any(mark_slides.has_figure({"outputs": [o]}) for o in groups[-1]):
+        if any(
+            k in out.get("data", {}) for k in ("image/png", "image/svg+xml", "image/jpeg")
+        ) and any(mark_slides.has_figure({"outputs": [o]}) for o in groups[-1]):
             groups.append([])
         groups[-1].append(out)
     if len(groups) == 1:
@@ -132,13 +137,18 @@ def output_pieces(cell: dict) -> List[dict]:
     pieces[0]["outputs"] = []
     for out in cell.get("outputs", []):
         text = text_of(out)
-        parts = [out] if text is None else [with_text(out, line) for line in
-                                           text.splitlines(keepends=True)]
+        parts = (
+            [out]
+            if text is None
+            else [with_text(out, line) for line in text.splitlines(keepends=True)]
+        )
         for part in parts:
             last = pieces[-1]
             last["outputs"].append(part)
-            if len(last["outputs"]) > 1 and \
-                    mark_slides.height(last, show and last is pieces[0]) > mark_slides.SCREEN:
+            if (
+                len(last["outputs"]) > 1
+                and mark_slides.height(last, show and last is pieces[0]) > mark_slides.SCREEN
+            ):
                 last["outputs"].pop()
                 pieces.append(piece(cell, mark_slides.source(cell), len(pieces)))
                 pieces[-1]["outputs"] = [part]
@@ -151,8 +161,12 @@ def merge_streams(cell: dict) -> dict:
     merged: List[dict] = []
     for out in cell["outputs"]:
         prev = merged[-1] if merged else None
-        if prev is not None and out.get("output_type") == "stream" and \
-                prev.get("output_type") == "stream" and prev.get("name") == out.get("name"):
+        if (
+            prev is not None
+            and out.get("output_type") == "stream"
+            and prev.get("output_type") == "stream"
+            and prev.get("name") == out.get("name")
+        ):
             prev["text"] = "".join(prev["text"]) + "".join(out["text"])
         else:
             merged.append(copy.deepcopy(out))

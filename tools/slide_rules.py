@@ -30,6 +30,7 @@ comes from rules on each cell's content, then per-notebook overrides from
 
 An override fixes a cell's type; the screen budget may still move a shown cell to a new screen.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,13 +44,13 @@ ROOT = Path(__file__).resolve().parent.parent
 OVERRIDES = ROOT / "course" / "slide_overrides.json"
 SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 
-MAX_CODE_LINES = 12     # longer code without a figure is skipped
+MAX_CODE_LINES = 12  # longer code without a figure is skipped
 MAX_SHOWN_CODE_LINES = 24  # code that a lead-in ending in ":" introduces is shown up to this
 MAX_SHOWN_OUTPUT_LINES = 27  # and a printout it introduces (a screen of its own at most)
-MAX_OUTPUT_LINES = 24   # longer text output is skipped (e.g. a printed module source)
-MAX_PROSE_CHARS = 650   # longer prose without a heading goes to the speaker notes
-CAPTION_CHARS = 400     # short prose right after a figure is its caption: same screen
-LEAD_IN_CHARS = 300     # short prose right before code introduces it: same screen
+MAX_OUTPUT_LINES = 24  # longer text output is skipped (e.g. a printed module source)
+MAX_PROSE_CHARS = 650  # longer prose without a heading goes to the speaker notes
+CAPTION_CHARS = 400  # short prose right after a figure is its caption: same screen
+LEAD_IN_CHARS = 300  # short prose right before code introduces it: same screen
 
 BOLD_SUBSLIDE = re.compile(r"^\*\*(Pitfall|Trap|Exercise)\b")
 IMPORT_LINE = re.compile(r"^\s*(import |from \S+ import |#|$)")
@@ -65,7 +66,7 @@ def is_import_cell(text: str) -> bool:
 
 def headings(text: str, level: int) -> List[str]:
     mark = "#" * level + " "
-    return [line[len(mark):] for line in text.splitlines() if line.startswith(mark)]
+    return [line[len(mark) :] for line in text.splitlines() if line.startswith(mark)]
 
 
 def rule(cell: dict, index: int, in_exercises: bool) -> str:
@@ -82,7 +83,7 @@ def rule(cell: dict, index: int, in_exercises: bool) -> str:
     if cell["cell_type"] != "code":
         return "skip"
     if in_exercises:
-        return "skip"       # stubs and checks: the slides state the exercises, the notebook has them
+        return "skip"  # stubs and checks: the slides state the exercises, the notebook has them
     if has_figure(cell):
         return "fragment"
     if is_import_cell(text) or "getsource(" in text:
@@ -101,9 +102,11 @@ def load_overrides(path: Path = OVERRIDES) -> Dict[str, List[dict]]:
     for name, rules in overrides.items():
         for item in rules:
             if set(item) != {"starts_with", "slide_type"} or item["slide_type"] not in SLIDE_TYPES:
-                raise ValueError(f"{path}: override {item!r} of {name} must have exactly the "
-                                 f"keys starts_with and slide_type, with slide_type one of "
-                                 f"{SLIDE_TYPES}")
+                raise ValueError(
+                    f"{path}: override {item!r} of {name} must have exactly the "
+                    f"keys starts_with and slide_type, with slide_type one of "
+                    f"{SLIDE_TYPES}"
+                )
     return overrides
 
 
@@ -113,7 +116,7 @@ def hides_source(cell: dict) -> bool:
     if cell["cell_type"] != "code" or not cell.get("outputs"):
         return False
     if cell.get("metadata", {}).get("transient", {}).get("remove_source"):
-        return True                             # set by the deck's build
+        return True  # set by the deck's build
     text = source(cell)
     lines = len(text.splitlines())
     if has_figure(cell):
@@ -126,7 +129,9 @@ def is_heatmap(cell: dict) -> bool:
     return cell["cell_type"] == "code" and has_figure(cell) and "attention_heads(" in source(cell)
 
 
-ANNOUNCES = re.compile(r"(:\s*\Z)|((\A|\n\n)(Here (is|are)|Below|For each)\b[^\n]*(\n[^\n]+)*\s*\Z)")
+ANNOUNCES = re.compile(
+    r"(:\s*\Z)|((\A|\n\n)(Here (is|are)|Below|For each)\b[^\n]*(\n[^\n]+)*\s*\Z)"
+)
 
 
 def announces(text: str) -> bool:
@@ -138,9 +143,13 @@ def announces(text: str) -> bool:
 def introduced(cell: dict, follower: dict, in_exercises: bool) -> bool:
     """Whether markdown ``cell`` announces ``follower`` (see ``announces``), a code cell the
     rules skip but whose table, figure or short code the slide needs."""
-    if (in_exercises or cell["cell_type"] != "markdown" or follower["cell_type"] != "code"
-            or not announces(source(cell))
-            or "solution" in follower.get("metadata", {}).get("tags", [])):
+    if (
+        in_exercises
+        or cell["cell_type"] != "markdown"
+        or follower["cell_type"] != "code"
+        or not announces(source(cell))
+        or "solution" in follower.get("metadata", {}).get("tags", [])
+    ):
         return False
     text = source(follower)
     if is_import_cell(text) and not follower.get("outputs"):
@@ -159,12 +168,19 @@ def ruled_types(nb: dict, overrides: Sequence[dict] = ()) -> List[str]:
         text = source(cell).strip()
         if cell["cell_type"] == "markdown":
             in_exercises = in_exercises or any(
-                title.strip().lower().startswith("exercises") for title in headings(text, 2))
-        fixed = next((o["slide_type"] for o in overrides
-                      if text.startswith(o["starts_with"])), None)
+                title.strip().lower().startswith("exercises") for title in headings(text, 2)
+            )
+        fixed = next(
+            (o["slide_type"] for o in overrides if text.startswith(o["starts_with"])), None
+        )
         kind = fixed or rule(cell, index, in_exercises)
-        if (index and ruled[-1] not in ("skip", "notes") and kind == "skip" and not fixed
-                and introduced(cells[index - 1], cell, in_exercises)):
-            kind = "-"                          # the slide says "...:", so it shows what follows
+        if (
+            index
+            and ruled[-1] not in ("skip", "notes")
+            and kind == "skip"
+            and not fixed
+            and introduced(cells[index - 1], cell, in_exercises)
+        ):
+            kind = "-"  # the slide says "...:", so it shows what follows
         ruled.append(kind)
     return ruled

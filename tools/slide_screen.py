@@ -3,6 +3,7 @@
 little generous so that a screen the estimates fill never overflows. Used by
 tools/mark_slides.py (the screen budget) and tools/slide_deck.py (cutting long sections).
 """
+
 from __future__ import annotations
 
 import base64
@@ -13,21 +14,21 @@ from typing import Optional
 
 # The deck is 1280 x 720 CSS pixels (course/templates/course_reveal): 22 px prose, 18 px code.
 # Heights are estimated in pixels, a little generously, so that a screen never overflows.
-SCREEN = 640            # pixels of content on one screen (720 less the padding and a margin)
-PROSE_LINE = 31         # one line of prose (22 px type, line height 1.4)
-CODE_LINE = 24          # one line of code or of printed output (18 px type)
+SCREEN = 640  # pixels of content on one screen (720 less the padding and a margin)
+PROSE_LINE = 31  # one line of prose (22 px type, line height 1.4)
+CODE_LINE = 24  # one line of code or of printed output (18 px type)
 HEADING = {1: 64, 2: 56, 3: 46, 4: 40}  # a heading line with its margins
-TABLE_ROW = 38          # a row of a markdown table
-DISPLAY_MATH = 56       # a line of display maths ($$ ... $$)
-PARAGRAPH_GAP = 12      # the space between two paragraphs
-CELL_GAP = 30           # the padding around a code cell's input and output
-MARKDOWN_GAP = 26       # the margins of a markdown cell
-FIGURE = 330            # a figure whose size is unknown
-FIGURE_MAX = 600        # the tallest a figure is drawn (course_reveal's CSS)
-SLIDE_WIDTH = 1200      # the content's width
-WRAP = 112              # characters per line of prose on a slide
-CODE_WRAP = 96          # characters per line of code or output (longer lines wrap)
-OUTPUT_GAP = 6          # the margin of each output of a cell
+TABLE_ROW = 38  # a row of a markdown table
+DISPLAY_MATH = 56  # a line of display maths ($$ ... $$)
+PARAGRAPH_GAP = 12  # the space between two paragraphs
+CELL_GAP = 30  # the padding around a code cell's input and output
+MARKDOWN_GAP = 26  # the margins of a markdown cell
+FIGURE = 330  # a figure whose size is unknown
+FIGURE_MAX = 600  # the tallest a figure is drawn (course_reveal's CSS)
+SLIDE_WIDTH = 1200  # the content's width
+WRAP = 112  # characters per line of prose on a slide
+CODE_WRAP = 96  # characters per line of code or output (longer lines wrap)
+OUTPUT_GAP = 6  # the margin of each output of a cell
 
 
 def source(cell: dict) -> str:
@@ -36,8 +37,11 @@ def source(cell: dict) -> str:
 
 
 def has_figure(cell: dict) -> bool:
-    return any(key in out.get("data", {}) for out in cell.get("outputs", [])
-               for key in ("image/png", "image/svg+xml", "image/jpeg"))
+    return any(
+        key in out.get("data", {})
+        for out in cell.get("outputs", [])
+        for key in ("image/png", "image/svg+xml", "image/jpeg")
+    )
 
 
 def output_lines(cell: dict, wrap: int = 0) -> int:
@@ -113,5 +117,9 @@ def height(cell: dict, show_source: bool = True) -> float:
         return markdown_height(text) + MARKDOWN_GAP
     lines = output_lines(cell, CODE_WRAP)
     shown = code_lines(text) if show_source else 0
-    return (shown + lines) * CODE_LINE + CELL_GAP * ((shown > 0) + (lines > 0)) \
-        + figure_height(cell) + OUTPUT_GAP * len(cell.get("outputs", []))
+    return (
+        (shown + lines) * CODE_LINE
+        + CELL_GAP * ((shown > 0) + (lines > 0))
+        + figure_height(cell)
+        + OUTPUT_GAP * len(cell.get("outputs", []))
+    )

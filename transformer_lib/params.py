@@ -4,6 +4,7 @@
 once: with tied embeddings (§3.4) the (V, D) matrix is counted a single time, under
 "embeddings (shared)". The formulas below give the same numbers from the config alone.
 """
+
 from __future__ import annotations
 
 from typing import Dict
@@ -50,7 +51,7 @@ def count_parameters(model: nn.Module) -> Dict[str, int]:
         raise TypeError(f"model must be an nn.Module, got {type(model).__name__}")
     tied = getattr(getattr(model, "config", None), "tie_embeddings", False)
     counts: Dict[str, int] = {}
-    for name, p in model.named_parameters():   # a shared tensor is listed once
+    for name, p in model.named_parameters():  # a shared tensor is listed once
         component = _component(name)
         if tied and component in ("source embedding", "target embedding", "output projection"):
             component = "embeddings (shared)"
@@ -93,5 +94,5 @@ def formula_counts(config: TransformerConfig) -> Dict[str, int]:
     else:
         counts["source embedding"] = c.src_vocab_size * D
         counts["target embedding"] = c.tgt_vocab_size * D
-        counts["output projection"] = c.tgt_vocab_size * D   # no bias
+        counts["output projection"] = c.tgt_vocab_size * D  # no bias
     return counts

@@ -5,6 +5,7 @@ Every function returns the ``matplotlib.figure.Figure`` it drew and never calls
 ``plt.show()``; pass ``ax=`` to draw into an existing axes instead of a new figure.
 The grids of attention heatmaps are drawn by :mod:`transformer_lib.heatmaps`.
 """
+
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
@@ -16,8 +17,15 @@ from matplotlib.figure import Figure
 from .checks import check_int
 from .heatmaps import MIN_TICK_POINTS, attention_heads, label_axes
 
-__all__ = ["positional_heatmap", "positional_curves", "positional_similarity",
-           "attention_heads", "mask_grid", "per_layer_lines", "MIN_TICK_POINTS"]
+__all__ = [
+    "positional_heatmap",
+    "positional_curves",
+    "positional_similarity",
+    "attention_heads",
+    "mask_grid",
+    "per_layer_lines",
+    "MIN_TICK_POINTS",
+]
 
 Tensor = torch.Tensor
 
@@ -41,10 +49,11 @@ def _axes(ax, figsize) -> tuple:
 
 def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encoding") -> Figure:
     """Heatmap of a (positions, d_model) table: one row per position, one column per dimension."""
-    table = _as_2d(table, "table")                                           # (L, D)
+    table = _as_2d(table, "table")  # (L, D)
     fig, ax = _axes(ax, (7, 3.5))
-    im = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
-                   interpolation="nearest")
+    im = ax.imshow(
+        table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+    )
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")
     ax.set_title(title)
@@ -52,46 +61,50 @@ def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encod
     return fig
 
 
-def positional_curves(table, dims: Sequence[int], ax=None,
-                      title: str = "Positional encoding of chosen dimensions",
-                      positions: Optional[Sequence[float]] = None) -> Figure:
+def positional_curves(
+    table,
+    dims: Sequence[int],
+    ax=None,
+    title: str = "Positional encoding of chosen dimensions",
+    positions: Optional[Sequence[float]] = None,
+) -> Figure:
     """One curve per chosen dimension, value against position; the legend sits outside the
     axes, to the right, so that it never hides a curve.
 
     ``positions``: the position of each row of ``table`` (default 0, 1, ..., L - 1), e.g. the
     fractional positions of the formula sampled between the integers.
     """
-    table = _as_2d(table, "table")                                           # (L, D)
+    table = _as_2d(table, "table")  # (L, D)
     bad = [d for d in dims if not 0 <= d < table.shape[1]]
     if bad:
         raise ValueError(f"dims must lie in [0, {table.shape[1]}), got {bad}")
     x = torch.arange(table.shape[0]) if positions is None else torch.as_tensor(positions)
     if x.dim() != 1 or len(x) != table.shape[0]:
-        raise ValueError(f"positions must hold one position per row of table "
-                         f"({table.shape[0]}), got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"positions must hold one position per row of table "
+            f"({table.shape[0]}), got shape {tuple(x.shape)}"
+        )
     fig, ax = _axes(ax, (7, 3))
     for d in dims:
         ax.plot(x.numpy(), table[:, d].numpy(), label=f"dim {d}")
     ax.set_xlabel("position")
     ax.set_ylabel("value")
     ax.set_title(title, fontsize="medium")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-              fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
     return fig
 
 
-def positional_similarity(table, position: int, ax=None,
-                          title: Optional[str] = None) -> Figure:
+def positional_similarity(table, position: int, ax=None, title: Optional[str] = None) -> Figure:
     """Dot product of one position's encoding with every other's, against their distance k.
 
     For the sinusoidal table ``PE[p] . PE[p + k] = sum_i cos(k w_i)``: the curve has the same
     shape for every ``position``, only the range of distances shown moves.
     """
-    table = _as_2d(table, "table")                                           # (L, D)
+    table = _as_2d(table, "table")  # (L, D)
     check_int(position, "position", 0, table.shape[0] - 1)
     fig, ax = _axes(ax, (6, 2.8))
-    sims = table @ table[position]                                           # (L,)
-    distance = torch.arange(table.shape[0]) - position                       # (L,)
+    sims = table @ table[position]  # (L,)
+    distance = torch.arange(table.shape[0]) - position  # (L,)
     ax.plot(distance.numpy(), sims.numpy(), label=f"PE[{position}] · PE[{position} + k]")
     ax.axhline(table.shape[1] / 2, color="grey", linestyle=":", label="D / 2 (at k = 0)")
     ax.set_xlabel("distance k (positions)")
@@ -101,9 +114,13 @@ def positional_similarity(table, position: int, ax=None,
     return fig
 
 
-def mask_grid(mask, tokens_q: Optional[Sequence[str]] = None,
-              tokens_k: Optional[Sequence[str]] = None, ax=None,
-              title: str = "mask (True = may attend)") -> Figure:
+def mask_grid(
+    mask,
+    tokens_q: Optional[Sequence[str]] = None,
+    tokens_k: Optional[Sequence[str]] = None,
+    ax=None,
+    title: str = "mask (True = may attend)",
+) -> Figure:
     """Draw a boolean (T_q, T_k) mask: filled cells may attend, white cells are blocked.
 
     Leading size-1 dimensions (as in (1, 1, T, T) masks) are dropped; ``tokens_k`` defaults
@@ -112,7 +129,7 @@ def mask_grid(mask, tokens_q: Optional[Sequence[str]] = None,
     mask = torch.as_tensor(mask)
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must have dtype torch.bool, got {mask.dtype}")
-    grid = _as_2d(mask, "mask")                                              # (T_q, T_k)
+    grid = _as_2d(mask, "mask")  # (T_q, T_k)
     t_q, t_k = grid.shape
     fig, ax = _axes(ax, (max(2.5, 0.35 * t_k + 1), max(2.5, 0.35 * t_q + 1)))
     ax.imshow(grid.numpy(), cmap="Blues", vmin=0, vmax=1.25)
@@ -130,10 +147,14 @@ def mask_grid(mask, tokens_q: Optional[Sequence[str]] = None,
     return fig
 
 
-def per_layer_lines(series: Dict[str, Sequence[float]], ax=None,
-                    title: str = "gradient norm per layer",
-                    ylabel: str = "gradient norm", log: bool = False,
-                    layer_label: Optional[str] = "layer (1 = nearest the input)") -> Figure:
+def per_layer_lines(
+    series: Dict[str, Sequence[float]],
+    ax=None,
+    title: str = "gradient norm per layer",
+    ylabel: str = "gradient norm",
+    log: bool = False,
+    layer_label: Optional[str] = "layer (1 = nearest the input)",
+) -> Figure:
     """One line per named series of per-layer values, layers numbered from 1."""
     if not series:
         raise ValueError("series must name at least one sequence of per-layer values")

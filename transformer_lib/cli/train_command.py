@@ -17,6 +17,7 @@ Examples::
 Ctrl-C (or SIGTERM) stops after the current step, writes a checkpoint of it and prints the
 command that resumes; a second one stops at once, keeping the last complete checkpoint.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,15 @@ from ..data.tokenizers import tokenizer_from_dict
 from ..training.job import DataSpec, JobError, ModelSpec, Pairs, TrainJob
 from ..training.job import prepare as prepare_job
 from ..training.trainer import Trainer, TrainSettings, pick_device
-from .stopping import (GracefulStop, diverged, failed_save, resume_command, signals_interrupt,
-                       stopped, stopped_at_once)
+from .stopping import (
+    GracefulStop,
+    diverged,
+    failed_save,
+    resume_command,
+    signals_interrupt,
+    stopped,
+    stopped_at_once,
+)
 from .train_args import train_parser
 from .train_checks import FLAGS, UsageError, check_args, check_resume, dest, in_flags
 
@@ -55,28 +63,40 @@ def read_resumed(ckpt_path: Path):
         ckpt = load_checkpoint(ckpt_path)
     except CheckpointError as e:
         raise UsageError(f"--resume: {e}") from None
-    missing = [k for k in ("config", "model", "src_tokenizer", "tgt_tokenizer", "step")
-               if k not in ckpt]
+    missing = [
+        k for k in ("config", "model", "src_tokenizer", "tgt_tokenizer", "step") if k not in ckpt
+    ]
     if missing:
-        raise UsageError(f"--resume: {ckpt_path} is not a training checkpoint (no "
-                         f"{', '.join(missing)})")
+        raise UsageError(
+            f"--resume: {ckpt_path} is not a training checkpoint (no {', '.join(missing)})"
+        )
     return ckpt
 
 
 def job_from(args: argparse.Namespace, ckpt_path: Path) -> TrainJob:
     """The run the flags describe, as a library :class:`TrainJob`."""
-    fields = {part: {f[len(part) + 1:]: getattr(args, dest(f)) for f in FLAGS
-                     if f.startswith(part + ".")} for part in ("data", "model", "settings")}
+    fields = {
+        part: {
+            f[len(part) + 1 :]: getattr(args, dest(f)) for f in FLAGS if f.startswith(part + ".")
+        }
+        for part in ("data", "model", "settings")
+    }
     data = DataSpec(**fields["data"])
     model = fields["model"]
     sizes = {name: value for name, value in model.items() if name != "preset" and value is not None}
-    settings = TrainSettings(**fields["settings"], checkpoint=str(ckpt_path),
-                             progress=not args.no_progress)
+    settings = TrainSettings(
+        **fields["settings"], checkpoint=str(ckpt_path), progress=not args.no_progress
+    )
     return TrainJob(data, ModelSpec(model["preset"], sizes), settings)
 
 
-def prepare(args: argparse.Namespace, ckpt_path: Path, dist: DistContext, device: torch.device,
-            kernels: bool) -> Tuple[Trainer, Optional[Pairs]]:
+def prepare(
+    args: argparse.Namespace,
+    ckpt_path: Path,
+    dist: DistContext,
+    device: torch.device,
+    kernels: bool,
+) -> Tuple[Trainer, Optional[Pairs]]:
     """Everything before the first step, with every check that can be made now.
 
     -> (trainer, test pairs or None)."""
@@ -87,27 +107,36 @@ def prepare(args: argparse.Namespace, ckpt_path: Path, dist: DistContext, device
     if ckpt is not None:
         check_resume(args, ckpt, job, notes)
         job = dataclasses.replace(job, model=TransformerConfig(**ckpt["config"]))
-        resumed = {"tokenizers": (tokenizer_from_dict(ckpt["src_tokenizer"]),
-                                  tokenizer_from_dict(ckpt["tgt_tokenizer"]))}
-    extra = {"command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
-             "task": args.task or args.corpus or "corpus"}
+        resumed = {
+            "tokenizers": (
+                tokenizer_from_dict(ckpt["src_tokenizer"]),
+                tokenizer_from_dict(ckpt["tgt_tokenizer"]),
+            )
+        }
+    extra = {
+        "command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
+        "task": args.task or args.corpus or "corpus",
+    }
     try:
         run = prepare_job(job, device=str(device), dist=dist, extra=extra, **resumed)
     except JobError as e:
         raise UsageError(in_flags(args, e.field, e.message)) from None
     notes += [f"note: {in_flags(args, field, message)}" for field, message in run.notes]
-    del ckpt                                      # the trainer reads it again below
+    del ckpt  # the trainer reads it again below
     if dist.is_main:
         for note in notes:
             print(note, flush=True)
     if device.type == "cpu" and not args.compile:
-        fast.accelerate(run.trainer.model, kernels=kernels)   # same model, faster CPU steps
-    if args.compile:           # the plain model, the training step only; validation is eager
+        fast.accelerate(run.trainer.model, kernels=kernels)  # same model, faster CPU steps
+    if args.compile:  # the plain model, the training step only; validation is eager
         run.trainer.ddp_model = torch.compile(  # type: ignore[assignment]
-            run.trainer.ddp_model, backend=args.compile, dynamic=True)
+            run.trainer.ddp_model, backend=args.compile, dynamic=True
+        )
         if dist.is_main:
-            print(f"torch.compile: on (backend {args.compile}); the first steps compile "
-                  "the model", flush=True)
+            print(
+                f"torch.compile: on (backend {args.compile}); the first steps compile the model",
+                flush=True,
+            )
     if args.resume:
         run.trainer.resume()
     return run.trainer, run.test_pairs
@@ -121,8 +150,12 @@ class Running:
     trainer: Optional[Trainer] = None
 
 
-def run(args: argparse.Namespace, ckpt_path: Path, kernels: bool = False,
-        running: Optional[Running] = None) -> Trainer:
+def run(
+    args: argparse.Namespace,
+    ckpt_path: Path,
+    kernels: bool = False,
+    running: Optional[Running] = None,
+) -> Trainer:
     """Train; ``running.trainer`` holds the trainer as soon as it exists."""
     device = pick_device(args.device)
     dist = init_distributed(device.type)
@@ -137,18 +170,31 @@ def run(args: argparse.Namespace, ckpt_path: Path, kernels: bool = False,
     with GracefulStop(trainer, announce=dist.is_main):
         trainer.fit()
     if dist.is_main and trainer.step > first:
-        print(f"trained steps {first + 1}-{trainer.step} in {time.perf_counter() - start:.1f} s "
-              "(validation included)")
+        print(
+            f"trained steps {first + 1}-{trainer.step} in {time.perf_counter() - start:.1f} s "
+            "(validation included)"
+        )
     if test_pairs is not None and dist.is_main and trainer.stop_signal is None:
         src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
-        scores = evaluate_translation(trainer.model, test_pairs, src_tok, tgt_tok,
-                                      trainer.settings.decode_max_len,
-                                      trainer.settings.bleu_tokenize, trainer.device)
-        trainer.extra["test"] = {"exact_match": scores["exact_match"], "bleu": scores["bleu"],
-                                 "n": len(test_pairs)}
+        scores = evaluate_translation(
+            trainer.model,
+            test_pairs,
+            src_tok,
+            tgt_tok,
+            trainer.settings.decode_max_len,
+            trainer.settings.bleu_tokenize,
+            trainer.device,
+        )
+        trainer.extra["test"] = {
+            "exact_match": scores["exact_match"],
+            "bleu": scores["bleu"],
+            "n": len(test_pairs),
+        }
         trainer.save()
-        print(f"test: exact match {100 * scores['exact_match']:.2f}%  "
-              f"BLEU {scores['bleu']:.2f}  ({len(test_pairs)} pairs)")
+        print(
+            f"test: exact match {100 * scores['exact_match']:.2f}%  "
+            f"BLEU {scores['bleu']:.2f}  ({len(test_pairs)} pairs)"
+        )
     cleanup(dist)
     return trainer
 
@@ -162,23 +208,23 @@ def wants_compiled_kernels(parser: argparse.ArgumentParser, args: argparse.Names
     can be built, else a one-line note and PyTorch's own kernels (the same masks, slower).
     """
     if args.compile and args.compiled_kernels:
-        parser.error("--compiled-kernels: not with --compile (torch.compile makes its own "
-                     "kernels)")
+        parser.error("--compiled-kernels: not with --compile (torch.compile makes its own kernels)")
     if args.compiled_kernels is False or args.compile:
         return False
     if args.compiled_kernels is None and pick_device(args.device).type != "cpu":
-        return False                    # the kernels are for CPU tensors
+        return False  # the kernels are for CPU tensors
     main_process = os.environ.get("RANK", "0") == "0"
     if main_process:
-        print("compiled CPU kernels: loading (the first run builds them, ~30 s) ...",
-              flush=True)
+        print("compiled CPU kernels: loading (the first run builds them, ~30 s) ...", flush=True)
     problem = fast.kernels_available()
     if problem is not None:
         if args.compiled_kernels:
             parser.error(f"--compiled-kernels: {problem}")
         if main_process:
-            print(f"compiled CPU kernels: off ({problem}); the same training with PyTorch's "
-                  "own kernels (--no-compiled-kernels skips this)")
+            print(
+                f"compiled CPU kernels: off ({problem}); the same training with PyTorch's "
+                "own kernels (--no-compiled-kernels skips this)"
+            )
         return False
     if main_process:
         print("compiled CPU kernels: on (--no-compiled-kernels: PyTorch's own kernels)")
@@ -200,14 +246,14 @@ def main(argv: Optional[List[str]] = None) -> int:
             trainer = run(args, ckpt_path, wants_compiled_kernels(parser, args), running)
     except UsageError as e:
         parser.error(str(e))
-    except KeyboardInterrupt as e:                  # a second Ctrl-C, or one before training
+    except KeyboardInterrupt as e:  # a second Ctrl-C, or one before training
         signum = getattr(e, "signum", 2)
         return stopped_at_once(argv, ckpt_path, running.trainer, signum)
     except OSError as e:
         if running.trainer is None:
             raise
         return failed_save(argv, ckpt_path, running.trainer, e)
-    except FloatingPointError as e:                 # the loss became NaN or infinite
+    except FloatingPointError as e:  # the loss became NaN or infinite
         return diverged(ckpt_path, running.trainer, e)
     if not trainer.dist.is_main:
         return 0
@@ -215,8 +261,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if signum is not None:
         return stopped(argv, ckpt_path, trainer, signum)
     if trainer.budget_spent:
-        print(f"time budget of {args.time_budget:g} min spent: stopped after step "
-              f"{trainer.step} of {args.steps}. To go on: {resume_command(argv)}")
+        print(
+            f"time budget of {args.time_budget:g} min spent: stopped after step "
+            f"{trainer.step} of {args.steps}. To go on: {resume_command(argv)}"
+        )
     print(f"checkpoint: {ckpt_path} (step {trainer.step})")
     return 0
 

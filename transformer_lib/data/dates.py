@@ -22,6 +22,7 @@ Conventions that keep every source unambiguous (one source string, one date):
 disjoint, deterministically from ``seed`` (string-seeded ``random.Random``, independent of
 the Python hash seed).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,13 +38,13 @@ CASE_WEIGHTS = (0.6, 0.2, 0.2)
 
 MONTHS = {
     "en": "January February March April May June July August September October November "
-          "December".split(),
+    "December".split(),
     "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre "
-          "décembre".split(),
+    "décembre".split(),
     "de": "Januar Februar März April Mai Juni Juli August September Oktober November "
-          "Dezember".split(),
+    "Dezember".split(),
     "es": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre "
-          "diciembre".split(),
+    "diciembre".split(),
 }
 MONTHS_ABBR = {
     "en": "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(),
@@ -51,7 +52,7 @@ MONTHS_ABBR = {
     "de": "Jan. Feb. März Apr. Mai Juni Juli Aug. Sep. Okt. Nov. Dez.".split(),
     "es": "ene. feb. mar. abr. may. jun. jul. ago. sept. oct. nov. dic.".split(),
 }
-WEEKDAYS = {                                         # Monday first, as date.weekday()
+WEEKDAYS = {  # Monday first, as date.weekday()
     "en": "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split(),
     "fr": "lundi mardi mercredi jeudi vendredi samedi dimanche".split(),
     "de": "Montag Dienstag Mittwoch Donnerstag Freitag Samstag Sonntag".split(),
@@ -70,8 +71,14 @@ def _fr_day(n: int) -> str:
 
 def _parts(d: dt.date, lang: str) -> Tuple[str, str, str, int, int, int]:
     """(month name, month abbreviation, weekday, day, year, two-digit year)."""
-    return (MONTHS[lang][d.month - 1], MONTHS_ABBR[lang][d.month - 1],
-            WEEKDAYS[lang][d.weekday()], d.day, d.year, d.year % 100)
+    return (
+        MONTHS[lang][d.month - 1],
+        MONTHS_ABBR[lang][d.month - 1],
+        WEEKDAYS[lang][d.weekday()],
+        d.day,
+        d.year,
+        d.year % 100,
+    )
 
 
 def _fmt(lang: str, template: Callable) -> Callable[[dt.date], str]:
@@ -129,8 +136,9 @@ def format_date(date: dt.date, fmt: str, case: str = "keep") -> str:
     return {"keep": text, "lower": text.lower(), "upper": text.upper()}[case]
 
 
-def _examples(dates: Sequence[dt.date], n: int, formats: Sequence[str],
-              rng: random.Random) -> List[Tuple[str, str]]:
+def _examples(
+    dates: Sequence[dt.date], n: int, formats: Sequence[str], rng: random.Random
+) -> List[Tuple[str, str]]:
     """``n`` examples cycling through ``dates``, each in a random format and case."""
     out = []
     for i in range(n):
@@ -141,9 +149,13 @@ def _examples(dates: Sequence[dt.date], n: int, formats: Sequence[str],
     return out
 
 
-def make_date_splits(n_train: int = 20000, n_valid: int = 1000, n_test: int = 1000,
-                     seed: int = 0, formats: Optional[Sequence[str]] = None
-                     ) -> Dict[str, List[Tuple[str, str]]]:
+def make_date_splits(
+    n_train: int = 20000,
+    n_valid: int = 1000,
+    n_test: int = 1000,
+    seed: int = 0,
+    formats: Optional[Sequence[str]] = None,
+) -> Dict[str, List[Tuple[str, str]]]:
     """Train/valid/test lists of ``(source, "YYYY-MM-DD")`` pairs, deterministic by ``seed``.
 
     The days from ``DATE_MIN`` to ``DATE_MAX`` are shuffled once; the test set takes the
@@ -157,17 +169,26 @@ def make_date_splits(n_train: int = 20000, n_valid: int = 1000, n_test: int = 10
     formats = list(DATE_FORMATS if formats is None else formats)
     unknown = [f for f in formats if f not in FORMATS]
     if not formats or unknown:
-        raise ValueError(f"formats must be a non-empty list of DATE_FORMATS names, "
-                         f"got unknown {unknown}" if unknown else "formats is empty")
+        raise ValueError(
+            f"formats must be a non-empty list of DATE_FORMATS names, got unknown {unknown}"
+            if unknown
+            else "formats is empty"
+        )
     n_days = (DATE_MAX - DATE_MIN).days + 1
     if n_test + n_valid + (n_train > 0) > n_days:
-        raise ValueError(f"n_test + n_valid = {n_test + n_valid} leaves no day for training "
-                         f"({n_days} days from {DATE_MIN} to {DATE_MAX})")
+        raise ValueError(
+            f"n_test + n_valid = {n_test + n_valid} leaves no day for training "
+            f"({n_days} days from {DATE_MIN} to {DATE_MAX})"
+        )
     days = [DATE_MIN + dt.timedelta(days=i) for i in range(n_days)]
     random.Random(f"dates-{seed}").shuffle(days)
-    pools = {"test": days[:n_test], "valid": days[n_test:n_test + n_valid],
-             "train": days[n_test + n_valid:]}
+    pools = {
+        "test": days[:n_test],
+        "valid": days[n_test : n_test + n_valid],
+        "train": days[n_test + n_valid :],
+    }
     sizes = {"train": n_train, "valid": n_valid, "test": n_test}
-    return {name: _examples(pools[name], sizes[name], formats,
-                            random.Random(f"dates-{seed}-{name}"))
-            for name in ("train", "valid", "test")}
+    return {
+        name: _examples(pools[name], sizes[name], formats, random.Random(f"dates-{seed}-{name}"))
+        for name in ("train", "valid", "test")
+    }

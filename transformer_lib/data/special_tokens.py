@@ -5,6 +5,7 @@ attended to, :func:`~transformer_lib.masks.padding_mask`), ``BOS_ID = 1`` ``"<s>
 every decoder input, ``EOS_ID = 2`` ``"</s>"`` ends every target, and ``UNK_ID = 3``
 ``"<unk>"`` stands for a character the training texts never held.
 """
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
-SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)                # index in this tuple == id
+SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)  # index in this tuple == id

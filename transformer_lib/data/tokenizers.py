@@ -16,6 +16,7 @@ never seen in training becomes ``UNK_ID``. ``to_dict()`` holds only JSON-safe va
 tokenizer can live inside a checkpoint read with ``torch.load(weights_only=True)``;
 :func:`tokenizer_from_dict` rebuilds it.
 """
+
 from __future__ import annotations
 
 import sys
@@ -28,18 +29,33 @@ from .special_tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIAL_TOKEN
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PAD", "BOS", "EOS", "UNK", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "SPECIAL_TOKENS",
-           "Tokenizer", "CharTokenizer", "BPETokenizer", "tokenizer_from_dict", "Ids"]
+__all__ = [
+    "PAD",
+    "BOS",
+    "EOS",
+    "UNK",
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "SPECIAL_TOKENS",
+    "Tokenizer",
+    "CharTokenizer",
+    "BPETokenizer",
+    "tokenizer_from_dict",
+    "Ids",
+]
 
-Ids = Union[Sequence[int], "torch.Tensor"]       # token ids: a list, or a 1-D integer tensor
-MAX_WORD = 10_000          # BPE training: longer runs without a space are cut (time ~ length^2)
+Ids = Union[Sequence[int], "torch.Tensor"]  # token ids: a list, or a 1-D integer tensor
+MAX_WORD = 10_000  # BPE training: longer runs without a space are cut (time ~ length^2)
 LONG_TRAINING = 50_000_000  # BPE training on more characters says what it does (~8x the Bible)
 
 
 def _check_texts(texts: Any) -> List[str]:
     if isinstance(texts, str) or not isinstance(texts, Iterable):
-        raise TypeError(f"texts must be an iterable of str (not a single str), got "
-                        f"{type(texts).__name__}")
+        raise TypeError(
+            f"texts must be an iterable of str (not a single str), got {type(texts).__name__}"
+        )
     texts = list(texts)
     bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
     if bad:
@@ -56,7 +72,7 @@ def _check_text(text: Any) -> str:
 
 
 def _as_id_list(ids: Any) -> List[int]:
-    if hasattr(ids, "tolist"):                       # torch.Tensor / numpy array
+    if hasattr(ids, "tolist"):  # torch.Tensor / numpy array
         ids = ids.tolist()
     if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
         raise TypeError(f"ids must be a sequence of int, got {type(ids).__name__}")
@@ -106,7 +122,7 @@ class Tokenizer:
         return [BOS_ID] * bool(add_bos) + ids + [EOS_ID] * bool(add_eos)
 
     def _check_id(self, i: Any) -> int:
-        if getattr(i, "ndim", None) == 0 and hasattr(i, "item"):      # a 0-d tensor or array
+        if getattr(i, "ndim", None) == 0 and hasattr(i, "item"):  # a 0-d tensor or array
             i = i.item()
         return check_int(i, "i", 0, self.vocab_size - 1)
 
@@ -125,8 +141,9 @@ class CharTokenizer(Tokenizer):
         chars = list(chars)
         bad = [c for c in chars if not (isinstance(c, str) and len(c) == 1)]
         if bad:
-            raise ValueError(f"chars must be a sequence of single-character strings, got "
-                             f"{bad[0]!r}")
+            raise ValueError(
+                f"chars must be a sequence of single-character strings, got {bad[0]!r}"
+            )
         repeated = sorted({c for c in chars if chars.count(c) > 1})
         if repeated:
             raise ValueError(f"chars must not repeat a character, got {repeated[0]!r} twice")
@@ -173,18 +190,21 @@ class BPETokenizer(Tokenizer):
 
     def __init__(self, hf_tokenizer: Any) -> None:
         from tokenizers import Tokenizer as HFTokenizer
+
         if not isinstance(hf_tokenizer, HFTokenizer):
-            raise TypeError("hf_tokenizer must be a tokenizers.Tokenizer, got "
-                            f"{type(hf_tokenizer).__name__}")
+            raise TypeError(
+                f"hf_tokenizer must be a tokenizers.Tokenizer, got {type(hf_tokenizer).__name__}"
+            )
         for i, tok in enumerate(SPECIAL_TOKENS):
             if hf_tokenizer.token_to_id(tok) != i:
                 raise ValueError(f"hf_tokenizer must map {tok!r} to id {i}")
-        hf_tokenizer.encode_special_tokens = True    # not serialised: set on every build
+        hf_tokenizer.encode_special_tokens = True  # not serialised: set on every build
         self.hf = hf_tokenizer
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = 8000,
-              min_frequency: int = 2) -> "BPETokenizer":
+    def train(
+        cls, texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2
+    ) -> "BPETokenizer":
         """Learn merges on ``texts`` until ``vocab_size`` tokens (specials included).
 
         Training time grows with the square of the longest "word" (run without a space): a
@@ -197,8 +217,12 @@ class BPETokenizer(Tokenizer):
         texts = cut_long_words(_check_texts(texts), MAX_WORD)
         chars = sum(map(len, texts))
         if chars > LONG_TRAINING:
-            print(f"training BPE: {vocab_size:,} tokens from {len(texts):,} texts "
-                  f"({chars:,} characters); this can take minutes", file=sys.stderr, flush=True)
+            print(
+                f"training BPE: {vocab_size:,} tokens from {len(texts):,} texts "
+                f"({chars:,} characters); this can take minutes",
+                file=sys.stderr,
+                flush=True,
+            )
         hf = train_bpe(texts, vocab_size, min_frequency, show_progress=chars > LONG_TRAINING)
         return cls(hf)
 
@@ -217,7 +241,7 @@ class BPETokenizer(Tokenizer):
 
     def id_to_token(self, i: int) -> str:
         token = self.hf.id_to_token(self._check_id(i))
-        if token is None:                   # a gap in a hand-made vocabulary's ids
+        if token is None:  # a gap in a hand-made vocabulary's ids
             raise ValueError(f"i={i} has no token in this vocabulary")
         return token
 
@@ -228,19 +252,22 @@ class BPETokenizer(Tokenizer):
 def tokenizer_from_dict(d: dict) -> Tokenizer:
     """Rebuild a tokenizer from its ``to_dict()`` (dispatch on ``d["kind"]``)."""
     if not isinstance(d, dict) or "kind" not in d:
-        raise TypeError("d must be a dict made by a tokenizer's to_dict(), with a 'kind' key, "
-                        f"got {type(d).__name__}" + (f" with keys {sorted(d)}" if isinstance(
-                            d, dict) else ""))
+        raise TypeError(
+            "d must be a dict made by a tokenizer's to_dict(), with a 'kind' key, "
+            f"got {type(d).__name__}" + (f" with keys {sorted(d)}" if isinstance(d, dict) else "")
+        )
     kinds = {CharTokenizer.kind: "chars", BPETokenizer.kind: "json"}
     if d["kind"] not in kinds:
         raise ValueError(f"d['kind'] must be 'char' or 'bpe', got {d['kind']!r}")
     key = kinds[d["kind"]]
     if key not in d:
-        raise ValueError(f"d is a {d['kind']!r} tokenizer without its {key!r} key "
-                         f"(keys: {sorted(d)})")
+        raise ValueError(
+            f"d is a {d['kind']!r} tokenizer without its {key!r} key (keys: {sorted(d)})"
+        )
     if d["kind"] == CharTokenizer.kind:
         if isinstance(d["chars"], str) or not isinstance(d["chars"], (list, tuple)):
-            raise TypeError(f"d['chars'] must be a list of characters, got "
-                            f"{type(d['chars']).__name__}")
+            raise TypeError(
+                f"d['chars'] must be a list of characters, got {type(d['chars']).__name__}"
+            )
         return CharTokenizer(d["chars"])
     return BPETokenizer(hf_from_json(d["json"]))

@@ -5,6 +5,7 @@ own, compares against the library's reference, and returns a :class:`Feedback` t
 what is right or wrong and, for the classic mistakes, which mistake it looks like.
 Checkers never raise on a wrong answer: a wrong answer is feedback, not a crash.
 """
+
 from __future__ import annotations
 
 import functools
@@ -63,25 +64,37 @@ def run_learner_code(feedback: Feedback, fn: Callable, *args, **kwargs):
 def built_a_module(feedback: Feedback, obj) -> bool:
     """Whether the learner's class built an ``nn.Module``; records why not."""
     from torch import nn
+
     if isinstance(obj, nn.Module):
         return True
-    feedback.fail(f"your class should build an nn.Module (subclass nn.Module and call "
-                  f"super().__init__() first), got a {type(obj).__name__}")
+    feedback.fail(
+        f"your class should build an nn.Module (subclass nn.Module and call "
+        f"super().__init__() first), got a {type(obj).__name__}"
+    )
     return False
 
 
 def as_number(feedback: Feedback, got, what: str) -> Optional[float]:
     """``got`` as a float (a Python number or a one-element tensor), else None with why."""
-    if isinstance(got, bool) or not isinstance(got, (int, float, torch.Tensor)) or (
-            isinstance(got, torch.Tensor) and got.numel() != 1):
+    if (
+        isinstance(got, bool)
+        or not isinstance(got, (int, float, torch.Tensor))
+        or (isinstance(got, torch.Tensor) and got.numel() != 1)
+    ):
         shape = f" of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else ""
         feedback.fail(f"{what} should be a number, got a {type(got).__name__}{shape}")
         return None
     return float(got)
 
 
-def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,
-                 atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+def check_tensor(
+    feedback: Feedback,
+    name: str,
+    got,
+    expected: torch.Tensor,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+) -> bool:
     """Compare type, shape, dtype class and values; record what differs first."""
     if not isinstance(got, torch.Tensor):
         feedback.fail(f"{name} should be a torch.Tensor, got {type(got).__name__}")
@@ -93,8 +106,7 @@ def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,
         feedback.fail(f"{name} has dtype {got.dtype}, expected {expected.dtype}")
         return False
     if torch.isnan(got).any() and not torch.isnan(expected).any():
-        feedback.fail(f"{name} contains NaN (e.g. a softmax over a row whose every entry "
-                      "is -inf)")
+        feedback.fail(f"{name} contains NaN (e.g. a softmax over a row whose every entry is -inf)")
         return False
     if not torch.allclose(got.to(expected.dtype), expected, atol=atol, rtol=rtol):
         err = (got.to(expected.dtype) - expected).abs().max().item()
@@ -106,24 +118,34 @@ def check_tensor(feedback: Feedback, name: str, got, expected: torch.Tensor,
 
 def keeps_rng(checker: Callable[..., Feedback]) -> Callable[..., Feedback]:
     """Run a checker without touching the global random state (notebooks stay reproducible)."""
+
     @functools.wraps(checker)
     def wrapped(*args, **kwargs) -> Feedback:
         with torch.random.fork_rng(devices=[]):
             return checker(*args, **kwargs)
+
     return wrapped
 
 
 def first_match(got: torch.Tensor, candidates: Dict[str, torch.Tensor]) -> Optional[str]:
     """The message of the first candidate (a known wrong answer) that ``got`` equals."""
     for message, value in candidates.items():
-        if isinstance(got, torch.Tensor) and got.shape == value.shape and torch.allclose(
-                got.to(value.dtype), value, atol=1e-5, rtol=1e-4):
+        if (
+            isinstance(got, torch.Tensor)
+            and got.shape == value.shape
+            and torch.allclose(got.to(value.dtype), value, atol=1e-5, rtol=1e-4)
+        ):
             return message
     return None
 
 
-def check_count(feedback: Feedback, fn: Callable[..., int], cases: Iterable[tuple],
-                truth: Callable[..., int], mistakes: Dict[str, Callable[..., int]]) -> None:
+def check_count(
+    feedback: Feedback,
+    fn: Callable[..., int],
+    cases: Iterable[tuple],
+    truth: Callable[..., int],
+    mistakes: Dict[str, Callable[..., int]],
+) -> None:
     """Compare a learner's parameter-count formula with ``truth`` on several ``cases``;
     when it is wrong, name the known mistake (a formula in ``mistakes``) it matches everywhere."""
     cases = list(cases)
@@ -138,8 +160,10 @@ def check_count(feedback: Feedback, fn: Callable[..., int], cases: Iterable[tupl
         answers.append(got)
     expected = [truth(*case) for case in cases]
     if answers == expected:
-        feedback.ok("the formula matches the model's parameter count on "
-                    + ", ".join(f"{c} -> {e:,}" for c, e in zip(cases, expected)))
+        feedback.ok(
+            "the formula matches the model's parameter count on "
+            + ", ".join(f"{c} -> {e:,}" for c, e in zip(cases, expected))
+        )
         return
     case, got, want = next((c, g, e) for c, g, e in zip(cases, answers, expected) if g != e)
     feedback.fail(f"for {case} you get {got:,}, the model has {want:,} (off by {got - want:+,})")

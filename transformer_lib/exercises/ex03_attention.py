@@ -1,5 +1,6 @@
 """Checker for notebook 03 (scaled dot-product attention with masks, §3.2.1); the checkers of
 multi-head attention (§3.2.2) are notebook 04's, in :mod:`.ex04_heads` and :mod:`.ex04_multi_head`."""
+
 from __future__ import annotations
 
 import math
@@ -14,14 +15,14 @@ from .own_work import refuses
 
 def _inputs(seed: int = 0, B: int = 2, T: int = 5, d_k: int = 16):
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(B, T, d_k, generator=g) * 2 for _ in range(3))    # (B, T, d_k)
+    q, k, v = (torch.randn(B, T, d_k, generator=g) * 2 for _ in range(3))  # (B, T, d_k)
     return q, k, v
 
 
 def _wrong_attention(q, k, v, mask) -> dict:
     """Weights of the classic mistakes, each with its diagnosis."""
     d_k = q.shape[-1]
-    raw = q @ k.transpose(-2, -1)                                            # (B, T, T)
+    raw = q @ k.transpose(-2, -1)  # (B, T, T)
     fill = torch.finfo(raw.dtype).min
 
     def soft(scores, m, dim=-1):
@@ -35,55 +36,65 @@ def _wrong_attention(q, k, v, mask) -> dict:
         "softmax over the wrong dimension: each query's row (dim=-1, over the keys) must "
         "sum to 1": soft(raw / math.sqrt(d_k), mask, dim=-2),
         "mask convention inverted: True means 'may attend' (the convention of "
-        "scaled_dot_product_attention); you blocked the allowed keys":
-            soft(raw / math.sqrt(d_k), None if mask is None else ~mask),
-        "the mask is ignored: masked_fill the blocked scores before the softmax":
-            soft(raw / math.sqrt(d_k), None),
+        "scaled_dot_product_attention); you blocked the allowed keys": soft(
+            raw / math.sqrt(d_k), None if mask is None else ~mask
+        ),
+        "the mask is ignored: masked_fill the blocked scores before the softmax": soft(
+            raw / math.sqrt(d_k), None
+        ),
     }
 
 
 def _close_where_defined(got: torch.Tensor, wrong: torch.Tensor) -> bool:
     """allclose on the query rows that keep a key under the mistake's mask (a fully masked
     row is NaN with -inf, uniform or zero depending on the fill: a separate question)."""
-    rows = ~got.isnan().any(dim=-1) & (wrong != 0).any(dim=-1)               # (B, T_q)
+    rows = ~got.isnan().any(dim=-1) & (wrong != 0).any(dim=-1)  # (B, T_q)
     return bool(rows.any()) and torch.allclose(got[rows], wrong[rows].to(got.dtype), atol=1e-5)
 
 
 def _empty_row_mask(T: int) -> torch.Tensor:
     """A causal mask whose last query may attend to no key at all: (1, T, T)."""
-    mask = causal_mask(T)[0].clone()                                         # (1, T, T)
+    mask = causal_mask(T)[0].clone()  # (1, T, T)
     mask[:, -1] = False
     return mask
 
 
-EMPTY_ROW = ("the query whose keys are all masked: the library's convention gives it all-zero "
-             "weights and a zero output. Fill the blocked scores with "
-             "torch.finfo(scores.dtype).min (not -inf: a softmax over -inf only is NaN), then "
-             "set the blocked weights to 0 after the softmax")
+EMPTY_ROW = (
+    "the query whose keys are all masked: the library's convention gives it all-zero "
+    "weights and a zero output. Fill the blocked scores with "
+    "torch.finfo(scores.dtype).min (not -inf: a softmax over -inf only is NaN), then "
+    "set the blocked weights to 0 after the softmax"
+)
 
 
 def _diagnose_empty_row(fb: Feedback, weights, T: int) -> None:
     if not isinstance(weights, torch.Tensor) or weights.shape[-2:] != (T, T):
         return
-    last = weights.detach()[..., -1, :]                                      # (B, T_k)
+    last = weights.detach()[..., -1, :]  # (B, T_k)
     if last.isnan().any():
         fb.fail("NaN on the fully masked row: " + EMPTY_ROW)
     elif torch.allclose(last, torch.full_like(last, 1.0 / T), atol=1e-5):
-        fb.fail("uniform weights on the fully masked row (it attends to blocked keys): "
-                + EMPTY_ROW)
+        fb.fail(
+            "uniform weights on the fully masked row (it attends to blocked keys): " + EMPTY_ROW
+        )
 
 
-@refuses(attention, fused_attention,
-         rule="to write attention yourself, not with the library's `attention`")
+@refuses(
+    attention,
+    fused_attention,
+    rule="to write attention yourself, not with the library's `attention`",
+)
 def check_scaled_dot_product(attn_fn) -> Feedback:
     """``attn_fn(q, k, v, mask=None)`` -> (output, weights), mask bool with True = attend;
     a query whose keys are all masked gets zero weights and a zero output."""
     fb = Feedback("Exercise 1 (scaled dot-product attention)")
     q, k, v = _inputs()
     T = q.shape[1]
-    cases = ((None, "weights", "output"),
-             (causal_mask(T)[0], "weights with a causal mask", "output with mask"),
-             (_empty_row_mask(T), "weights with a fully masked row", "output with that row"))
+    cases = (
+        (None, "weights", "output"),
+        (causal_mask(T)[0], "weights with a causal mask", "output with mask"),
+        (_empty_row_mask(T), "weights with a fully masked row", "output with that row"),
+    )
     for mask, w_label, out_label in cases:
         result = run_learner_code(fb, attn_fn, q, k, v, mask)
         if result is None:

@@ -1,4 +1,5 @@
 """Checkers for notebook 05 (the encoder): feed-forward, residual connection, parameter count."""
+
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
@@ -17,18 +18,24 @@ from .own_work import refuses
 
 Tensor = torch.Tensor
 
-PITFALL_11 = ("nn.Identity was called with two arguments, as if it were an 'add' layer "
-              "(notebook 05's pitfall \"nn.Identity as an 'add' layer\"): nn.Identity returns "
-              "its one input unchanged. Write the residual as a plain sum, x + ...")
+PITFALL_11 = (
+    "nn.Identity was called with two arguments, as if it were an 'add' layer "
+    "(notebook 05's pitfall \"nn.Identity as an 'add' layer\"): nn.Identity returns "
+    "its one input unchanged. Write the residual as a plain sum, x + ..."
+)
 
 
 # Exercise 1 --------------------------------------------------------------------------
-SWAPPED = ("d_model and d_ff are swapped: the first layer expands to the inner width, "
-           "nn.Linear(d_model, d_ff), the second projects back, nn.Linear(d_ff, d_model)")
+SWAPPED = (
+    "d_model and d_ff are swapped: the first layer expands to the inner width, "
+    "nn.Linear(d_model, d_ff), the second projects back, nn.Linear(d_ff, d_model)"
+)
 
 
-@refuses(PositionwiseFeedForward,
-         rule="to write the module yourself, not the library's `PositionwiseFeedForward`")
+@refuses(
+    PositionwiseFeedForward,
+    rule="to write the module yourself, not the library's `PositionwiseFeedForward`",
+)
 @keeps_rng
 def check_feed_forward(ffn_class: Callable[[int, int], nn.Module]) -> Feedback:
     """Exercise 1: ``ffn_class(d_model, d_ff)`` builds FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
@@ -39,13 +46,12 @@ def check_feed_forward(ffn_class: Callable[[int, int], nn.Module]) -> Feedback:
     if module is None:
         return fb
     if not isinstance(module, nn.Module):
-        fb.fail(f"ffn_class(d_model, d_ff) should return an nn.Module, got "
-                f"{type(module).__name__}")
+        fb.fail(f"ffn_class(d_model, d_ff) should return an nn.Module, got {type(module).__name__}")
         return fb
     linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
-    shapes = [tuple(m.weight.shape) for m in linears]                       # (out, in)
+    shapes = [tuple(m.weight.shape) for m in linears]  # (out, in)
     module.eval()
-    x = torch.randn(2, 5, D)                                                 # (B, L, D)
+    x = torch.randn(2, 5, D)  # (B, L, D)
     got = run_learner_code(fb, module, x)
     if got is None:
         if shapes == [(D, d_ff), (d_ff, D)]:
@@ -61,12 +67,13 @@ def check_feed_forward(ffn_class: Callable[[int, int], nn.Module]) -> Feedback:
             mine.bias.copy_(theirs.bias)
         expected = ref(x)
         mistakes = {
-            "the ReLU is missing: without it the two layers collapse into one linear map":
-                w2(w1(x)),
-            "a ReLU after the second layer too: Eq. 2 ends with the linear layer W_2":
-                torch.relu(w2(torch.relu(w1(x)))),
-            "the ReLU is after the second layer instead of between the two":
-                torch.relu(w2(w1(x))),
+            "the ReLU is missing: without it the two layers collapse into one linear map": w2(
+                w1(x)
+            ),
+            "a ReLU after the second layer too: Eq. 2 ends with the linear layer W_2": torch.relu(
+                w2(torch.relu(w1(x)))
+            ),
+            "the ReLU is after the second layer instead of between the two": torch.relu(w2(w1(x))),
             "GELU instead of the paper's ReLU, max(0, .)": w2(F.gelu(w1(x))),
         }
     if check_tensor(fb, "FFN(x)", got, expected):
@@ -77,8 +84,9 @@ def check_feed_forward(ffn_class: Callable[[int, int], nn.Module]) -> Feedback:
     return fb
 
 
-def _check_linears(fb: Feedback, linears: List[nn.Linear], D: int,
-                   d_ff: int) -> Tuple[Optional[nn.Linear], Optional[nn.Linear]]:
+def _check_linears(
+    fb: Feedback, linears: List[nn.Linear], D: int, d_ff: int
+) -> Tuple[Optional[nn.Linear], Optional[nn.Linear]]:
     """W_1 (D -> d_ff) and W_2 (d_ff -> D) among the learner's layers, or (None, None)."""
     if len(linears) != 2:
         fb.fail(f"expected two nn.Linear layers (W_1 and W_2), found {len(linears)}")
@@ -86,9 +94,11 @@ def _check_linears(fb: Feedback, linears: List[nn.Linear], D: int,
     by_shape = {tuple(m.weight.shape): m for m in linears}
     w1, w2 = by_shape.get((d_ff, D)), by_shape.get((D, d_ff))
     if w1 is None or w2 is None:
-        fb.fail(f"with d_model={D}, d_ff={d_ff} the layers should be nn.Linear({D}, {d_ff}) "
-                f"then nn.Linear({d_ff}, {D}); yours map "
-                + ", ".join(f"{m.in_features} -> {m.out_features}" for m in linears))
+        fb.fail(
+            f"with d_model={D}, d_ff={d_ff} the layers should be nn.Linear({D}, {d_ff}) "
+            f"then nn.Linear({d_ff}, {D}); yours map "
+            + ", ".join(f"{m.in_features} -> {m.out_features}" for m in linears)
+        )
         return None, None
     if w1.bias is None or w2.bias is None:
         fb.fail("Eq. 2 has biases b_1 and b_2: keep bias=True (the default) in both layers")
@@ -118,38 +128,43 @@ def _residual_mistakes(x: Tensor, f, norm, drop, norm_first: bool) -> Tuple[Tens
         return post, {
             "pre-norm, x + Dropout(Sublayer(LayerNorm(x))), where post-norm was asked: "
             "norm_first=False is the paper's LayerNorm(x + Dropout(Sublayer(x)))": pre,
-            "dropout on the residual branch (x) instead of on the sub-layer's output (§5.4)":
-                norm(drop(x) + f(x)),
-            "dropout on the sum: it belongs on the sub-layer's output, before the add (§5.4)":
-                norm(drop(x + f(x))),
+            "dropout on the residual branch (x) instead of on the sub-layer's output (§5.4)": norm(
+                drop(x) + f(x)
+            ),
+            "dropout on the sum: it belongs on the sub-layer's output, before the add (§5.4)": norm(
+                drop(x + f(x))
+            ),
             "no residual: the input x is never added back": norm(drop(f(x))),
             "the dropout module is never applied": norm(x + f(x)),
         }
     return pre, {
         "post-norm, LayerNorm(x + Dropout(Sublayer(x))), where pre-norm was asked: "
         "norm_first=True is x + Dropout(Sublayer(LayerNorm(x)))": post,
-        "dropout on the residual branch (x) instead of on the sub-layer's output":
-            drop(x) + f(norm(x)),
-        "dropout on the sum: it belongs on the sub-layer's output, before the add":
-            drop(x + f(norm(x))),
-        "the residual adds LayerNorm(x); pre-norm adds the un-normalised x":
-            norm(x) + drop(f(norm(x))),
-        "a LayerNorm after the add as well: pre-norm normalises only the sub-layer's input":
-            norm(x + drop(f(norm(x)))),
+        "dropout on the residual branch (x) instead of on the sub-layer's output": drop(x)
+        + f(norm(x)),
+        "dropout on the sum: it belongs on the sub-layer's output, before the add": drop(
+            x + f(norm(x))
+        ),
+        "the residual adds LayerNorm(x); pre-norm adds the un-normalised x": norm(x)
+        + drop(f(norm(x))),
+        "a LayerNorm after the add as well: pre-norm normalises only the sub-layer's input": norm(
+            x + drop(f(norm(x)))
+        ),
         "no residual: the input x is never added back": drop(f(norm(x))),
         "the dropout module is never applied": x + f(norm(x)),
     }
 
 
-@refuses(ResidualNorm,
-         rule="to write the connection yourself, not with the library's `ResidualNorm`")
+@refuses(
+    ResidualNorm, rule="to write the connection yourself, not with the library's `ResidualNorm`"
+)
 @keeps_rng
 def check_sublayer_connection(fn: Callable) -> Feedback:
     """Exercise 2: ``fn(x, sublayer, norm, dropout, norm_first)``, post-norm and pre-norm."""
     fb = Feedback("Exercise 2 (residual connection and LayerNorm, §3.1)")
     g = torch.Generator().manual_seed(4)
     B, L, D = 2, 3, 6
-    x = torch.randn(B, L, D, generator=g)                                    # (B, L, D)
+    x = torch.randn(B, L, D, generator=g)  # (B, L, D)
     w = torch.randn(D, D, generator=g)
     norm = nn.LayerNorm(D)
     with torch.no_grad():
@@ -158,7 +173,7 @@ def check_sublayer_connection(fn: Callable) -> Feedback:
     mask = (torch.rand(B, L, D, generator=g) > 0.3).float() / 0.7
 
     def sublayer(y: Tensor) -> Tensor:
-        return torch.tanh(y @ w)                                             # (B, L, D)
+        return torch.tanh(y @ w)  # (B, L, D)
 
     for norm_first, name in ((False, "post-norm"), (True, "pre-norm")):
         drop = _MarkedDropout(mask)
@@ -168,8 +183,9 @@ def check_sublayer_connection(fn: Callable) -> Feedback:
                 fb.fail(PITFALL_11)
             return fb
         with torch.no_grad():
-            expected, mistakes = _residual_mistakes(x, sublayer, norm, _MarkedDropout(mask),
-                                                    norm_first)
+            expected, mistakes = _residual_mistakes(
+                x, sublayer, norm, _MarkedDropout(mask), norm_first
+            )
         if not check_tensor(fb, f"{name} (norm_first={norm_first})", got, expected):
             message = first_match(got, mistakes)
             if message:
@@ -183,7 +199,7 @@ def check_sublayer_connection(fn: Callable) -> Feedback:
 def encoder_layer_size(d_model: int, d_ff: int) -> int:
     """Parameters of one EncoderLayer, counted on the module itself."""
     config = TransformerConfig.tiny(d_model=d_model, d_ff=d_ff, h=2)
-    with torch.device("meta"):                                               # shapes only
+    with torch.device("meta"):  # shapes only
         layer = EncoderLayer(config)
     return sum(p.numel() for p in layer.parameters())
 
@@ -191,29 +207,49 @@ def encoder_layer_size(d_model: int, d_ff: int) -> int:
 ENCODER_LAYER_MISTAKES = {
     "no biases anywhere (4 D^2 + 2 D d_ff + 4 D): attention has four bias vectors of D, "
     "the FFN has b_1 (d_ff) and b_2 (D)": lambda D, F_: 4 * D * D + 2 * D * F_ + 4 * D,
-    "no feed-forward biases (b_1 has d_ff entries, b_2 has D)":
-        lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + 4 * D,
+    "no feed-forward biases (b_1 has d_ff entries, b_2 has D)": lambda D, F_: 4 * D * D
+    + 4 * D
+    + 2 * D * F_
+    + 4 * D,
     "no biases and no LayerNorms (4 D^2 + 2 D d_ff)": lambda D, F_: 4 * D * D + 2 * D * F_,
     "4 D missing: the two LayerNorms (a gain and a bias of D each), or the four attention "
-    "biases (b^Q, b^K, b^V, b^O, D each)":
-        lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D,
-    "one LayerNorm short, or LayerNorms without their bias (2 D missing)":
-        lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D + 2 * D,
-    "the output projection W^O (D^2 + D) is missing":
-        lambda D, F_: 3 * D * D + 3 * D + 2 * D * F_ + F_ + D + 4 * D,
-    "the FFN's weights counted once (D d_ff); W_1 and W_2 have D d_ff each":
-        lambda D, F_: 4 * D * D + 4 * D + D * F_ + F_ + D + 4 * D,
+    "biases (b^Q, b^K, b^V, b^O, D each)": lambda D, F_: 4 * D * D + 4 * D + 2 * D * F_ + F_ + D,
+    "one LayerNorm short, or LayerNorms without their bias (2 D missing)": lambda D, F_: 4 * D * D
+    + 4 * D
+    + 2 * D * F_
+    + F_
+    + D
+    + 2 * D,
+    "the output projection W^O (D^2 + D) is missing": lambda D, F_: 3 * D * D
+    + 3 * D
+    + 2 * D * F_
+    + F_
+    + D
+    + 4 * D,
+    "the FFN's weights counted once (D d_ff); W_1 and W_2 have D d_ff each": lambda D, F_: 4 * D * D
+    + 4 * D
+    + D * F_
+    + F_
+    + D
+    + 4 * D,
 }
 
 
-@refuses(EncoderLayer, mha_params, ffn_params, layer_norm_params, count_parameters,
-         rule="to write a formula, without building the layer or calling the library's counts")
+@refuses(
+    EncoderLayer,
+    mha_params,
+    ffn_params,
+    layer_norm_params,
+    count_parameters,
+    rule="to write a formula, without building the layer or calling the library's counts",
+)
 @keeps_rng
 def check_encoder_layer_params(fn: Callable[[int, int], int]) -> Feedback:
     """Exercise 3: ``fn(d_model, d_ff)`` returns the parameter count of one encoder layer."""
     fb = Feedback("Exercise 3 (parameters of one encoder layer)")
-    check_count(fb, fn, [(32, 64), (48, 200), (512, 2048)], encoder_layer_size,
-                ENCODER_LAYER_MISTAKES)
+    check_count(
+        fb, fn, [(32, 64), (48, 200), (512, 2048)], encoder_layer_size, ENCODER_LAYER_MISTAKES
+    )
     return fb
 
 

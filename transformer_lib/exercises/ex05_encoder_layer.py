@@ -3,6 +3,7 @@ library's MultiHeadAttention and PositionwiseFeedForward, with residual connecti
 LayerNorm and dropout (§3.1, §5.4). Compared, given the same weights, with the library's
 EncoderLayer and with torch.nn.TransformerEncoderLayer in eval mode, then with the
 library's layer in training mode under the same random seed (where the dropout sits)."""
+
 from __future__ import annotations
 
 import math
@@ -22,32 +23,48 @@ from .own_work import refuses
 
 Tensor = torch.Tensor
 D, H, D_FF, P, B, S = 16, 4, 32, 0.25, 2, 6
-DROPOUT_RULE = ("§5.4: dropout on each sub-layer's output, before it is added to the input and "
-                "normalised: LayerNorm(x + Dropout(Sublayer(x)))")
+DROPOUT_RULE = (
+    "§5.4: dropout on each sub-layer's output, before it is added to the input and "
+    "normalised: LayerNorm(x + Dropout(Sublayer(x)))"
+)
 
 
 def _parts(fb: Feedback, module: nn.Module) -> Optional[Tuple[nn.Module, nn.Module, List]]:
     """The learner's attention, feed-forward network and two LayerNorms, or None."""
-    found = {kind: [m for m in module.modules() if isinstance(m, kind)]
-             for kind in (MultiHeadAttention, PositionwiseFeedForward, nn.LayerNorm)}
+    found = {
+        kind: [m for m in module.modules() if isinstance(m, kind)]
+        for kind in (MultiHeadAttention, PositionwiseFeedForward, nn.LayerNorm)
+    }
     attns, ffns, norms = found.values()
     if len(attns) != 1 or len(ffns) != 1:
-        fb.fail(f"build the layer from the library's blocks: one MultiHeadAttention(d_model, "
-                f"h) and one PositionwiseFeedForward(d_model, d_ff, dropout); found "
-                f"{len(attns)} and {len(ffns)}")
+        fb.fail(
+            f"build the layer from the library's blocks: one MultiHeadAttention(d_model, "
+            f"h) and one PositionwiseFeedForward(d_model, d_ff, dropout); found "
+            f"{len(attns)} and {len(ffns)}"
+        )
         return None
     if len(norms) != 2:
-        extra = (" (a pre-norm stack's final LayerNorm belongs to the Encoder, not to each "
-                 "layer)" if len(norms) > 2 else "")
+        extra = (
+            " (a pre-norm stack's final LayerNorm belongs to the Encoder, not to each layer)"
+            if len(norms) > 2
+            else ""
+        )
         fb.fail(f"one LayerNorm per sub-layer, two in all (§3.1); found {len(norms)}{extra}")
         return None
     attn, ffn = attns[0], ffns[0]
-    sizes = (attn.d_model, attn.h, ffn.w_1.in_features, ffn.w_1.out_features,
-             *(n.normalized_shape for n in norms))
+    sizes = (
+        attn.d_model,
+        attn.h,
+        ffn.w_1.in_features,
+        ffn.w_1.out_features,
+        *(n.normalized_shape for n in norms),
+    )
     if sizes != (D, H, D, D_FF, (D,), (D,)):
-        fb.fail(f"with d_model={D}, h={H}, d_ff={D_FF} the blocks should be "
-                f"MultiHeadAttention({D}, {H}), PositionwiseFeedForward({D}, {D_FF}, dropout) "
-                f"and nn.LayerNorm({D}); yours have sizes {sizes}")
+        fb.fail(
+            f"with d_model={D}, h={H}, d_ff={D_FF} the blocks should be "
+            f"MultiHeadAttention({D}, {H}), PositionwiseFeedForward({D}, {D_FF}, dropout) "
+            f"and nn.LayerNorm({D}); yours have sizes {sizes}"
+        )
         return None
     fb.ok(f"self-attention, feed-forward network and two LayerNorms of width {D}")
     return attn, ffn, norms
@@ -65,57 +82,70 @@ def _randomise(attn: nn.Module, ffn: nn.Module, norms: List[nn.LayerNorm]) -> No
             norm.bias.copy_(0.3 * torch.randn(D, generator=g))
 
 
-def _reference(attn: nn.Module, ffn: nn.Module, norm_1: nn.LayerNorm,
-               norm_2: nn.LayerNorm) -> EncoderLayer:
+def _reference(
+    attn: nn.Module, ffn: nn.Module, norm_1: nn.LayerNorm, norm_2: nn.LayerNorm
+) -> EncoderLayer:
     """A library EncoderLayer with the learner's weights, in eval mode."""
     ref = EncoderLayer(TransformerConfig.tiny(d_model=D, h=H, d_ff=D_FF, P_drop=P))
     ref.self_attn.load_state_dict(attn.state_dict())
-    ref.self_attn.fused = attn.fused               # the same attention kernel, the same draws
+    ref.self_attn.fused = attn.fused  # the same attention kernel, the same draws
     ref.feed_forward.load_state_dict(ffn.state_dict())
     ref.attn_block.norm.load_state_dict(norm_1.state_dict())
     ref.ff_block.norm.load_state_dict(norm_2.state_dict())
     return ref.eval()
 
 
-def _sublayer(x: Tensor, f: Callable, norm: nn.Module, drop: Callable, place: str,
-              residual: bool) -> Tensor:
+def _sublayer(
+    x: Tensor, f: Callable, norm: nn.Module, drop: Callable, place: str, residual: bool
+) -> Tensor:
     """One sub-layer with its residual connection, LayerNorm and dropout at ``place``."""
     r = x if residual else 0.0
-    return {"output": lambda: norm(r + drop(f(x))),
-            "none": lambda: norm(r + f(x)),
-            "sum": lambda: norm(drop(r + f(x))),
-            "residual": lambda: norm(drop(x) + f(x)),
-            "after norm": lambda: drop(norm(r + f(x))),
-            "pre-norm": lambda: r + drop(f(norm(x)))}[place]()
+    return {
+        "output": lambda: norm(r + drop(f(x))),
+        "none": lambda: norm(r + f(x)),
+        "sum": lambda: norm(drop(r + f(x))),
+        "residual": lambda: norm(drop(x) + f(x)),
+        "after norm": lambda: drop(norm(r + f(x))),
+        "pre-norm": lambda: r + drop(f(norm(x))),
+    }[place]()
 
 
-def _layer(ref: EncoderLayer, x: Tensor, mask: Optional[Tensor], place=("output", "output"),
-           residual=(True, True), swap: bool = False, one_norm: bool = False,
-           mask_mode: str = "right") -> Tensor:
+def _layer(
+    ref: EncoderLayer,
+    x: Tensor,
+    mask: Optional[Tensor],
+    place=("output", "output"),
+    residual=(True, True),
+    swap: bool = False,
+    one_norm: bool = False,
+    mask_mode: str = "right",
+) -> Tensor:
     """The encoder layer written out, with one thing changed (a typical mistake)."""
     keep = {"right": mask, "inverted": None if mask is None else ~mask, "ignored": None}[mask_mode]
     norm_2 = ref.attn_block.norm if one_norm else ref.ff_block.norm
-    blocks = [(lambda y: ref.self_attn(y, mask=keep)[0], ref.attn_block.norm),
-              (ref.feed_forward, norm_2)]
+    blocks = [
+        (lambda y: ref.self_attn(y, mask=keep)[0], ref.attn_block.norm),
+        (ref.feed_forward, norm_2),
+    ]
     if swap:
         blocks = [(blocks[1][0], blocks[0][1]), (blocks[0][0], blocks[1][1])]
     drop = (lambda t: F.dropout(t, P, training=True)) if ref.training else (lambda t: t)
     for (f, norm), where, res in zip(blocks, place, residual):
-        x = _sublayer(x, f, norm, drop, where, res)                          # (B, S, D)
+        x = _sublayer(x, f, norm, drop, where, res)  # (B, S, D)
     return x
 
 
 def _inputs() -> Tuple[Tensor, Tensor]:
     g = torch.Generator().manual_seed(9)
-    x = torch.randn(B, S, D, generator=g)                                    # (B, S, D)
-    src = torch.tensor([[5, 6, 7, 8, 0, 0], [1, 2, 3, 4, 5, 6]])             # (B, S), 0 = pad
-    return x, padding_mask(src, 0)                                           # (B, 1, 1, S)
+    x = torch.randn(B, S, D, generator=g)  # (B, S, D)
+    src = torch.tensor([[5, 6, 7, 8, 0, 0], [1, 2, 3, 4, 5, 6]])  # (B, S), 0 = pad
+    return x, padding_mask(src, 0)  # (B, 1, 1, S)
 
 
 def _output(fb: Feedback, module: nn.Module, x: Tensor, mask: Optional[Tensor]):
     got = run_learner_code(fb, module, x, mask=mask)
     if isinstance(got, tuple) and got and isinstance(got[0], Tensor):
-        got = got[0]                                                         # (output, weights)
+        got = got[0]  # (output, weights)
     return got
 
 
@@ -134,20 +164,26 @@ def _eval_mistakes(ref: EncoderLayer, x: Tensor, mask: Optional[Tensor]) -> dict
             "LayerNorm(x + Sublayer(x)) was asked": _layer(ref, x, mask, place=("pre-norm",) * 2),
             "no residual connection around the self-attention: add its input back before "
             "the LayerNorm": _layer(ref, x, mask, residual=(False, True)),
-            "no residual connection around the feed-forward network":
-                _layer(ref, x, mask, residual=(True, False)),
-            "no residual connections: LayerNorm(x + Sublayer(x)), not LayerNorm(Sublayer(x))":
-                _layer(ref, x, mask, residual=(False, False)),
-            "the feed-forward network comes before the self-attention; §3.1: attention first":
-                _layer(ref, x, mask, swap=True),
-            "the same LayerNorm for both sub-layers: each has its own (its own gain and bias)":
-                _layer(ref, x, mask, one_norm=True),
+            "no residual connection around the feed-forward network": _layer(
+                ref, x, mask, residual=(True, False)
+            ),
+            "no residual connections: LayerNorm(x + Sublayer(x)), not LayerNorm(Sublayer(x))": _layer(
+                ref, x, mask, residual=(False, False)
+            ),
+            "the feed-forward network comes before the self-attention; §3.1: attention first": _layer(
+                ref, x, mask, swap=True
+            ),
+            "the same LayerNorm for both sub-layers: each has its own (its own gain and bias)": _layer(
+                ref, x, mask, one_norm=True
+            ),
         }
         if mask is not None:
-            found["mask convention inverted: True means 'may attend', pass the mask unchanged"] \
-                = _layer(ref, x, mask, mask_mode="inverted")
-            found["the mask is not passed to the self-attention: self_attn(x, mask=mask)"] = \
-                _layer(ref, x, mask, mask_mode="ignored")
+            found["mask convention inverted: True means 'may attend', pass the mask unchanged"] = (
+                _layer(ref, x, mask, mask_mode="inverted")
+            )
+            found["the mask is not passed to the self-attention: self_attn(x, mask=mask)"] = _layer(
+                ref, x, mask, mask_mode="ignored"
+            )
     return found
 
 
@@ -160,8 +196,13 @@ def _check_eval(fb: Feedback, module: nn.Module, refs: List[EncoderLayer]):
         if got is None:
             return None
         with torch.no_grad():
-            matching = [r for r in refs if isinstance(got, Tensor) and got.shape == (B, S, D)
-                        and torch.allclose(got.detach(), r(x, mask)[0], atol=1e-5)]
+            matching = [
+                r
+                for r in refs
+                if isinstance(got, Tensor)
+                and got.shape == (B, S, D)
+                and torch.allclose(got.detach(), r(x, mask)[0], atol=1e-5)
+            ]
             expected = refs[0](x, mask)[0]
         if matching:
             refs[:] = matching[:1]
@@ -171,8 +212,10 @@ def _check_eval(fb: Feedback, module: nn.Module, refs: List[EncoderLayer]):
         if isinstance(got, Tensor) and got.shape == (B, S, D):
             again = _output(fb, module, x, mask)
             if isinstance(again, Tensor) and not torch.allclose(got, again):
-                fb.fail("in eval mode two calls differ: dropout is still on. F.dropout(x, p) "
-                        "defaults to training=True; use nn.Dropout modules")
+                fb.fail(
+                    "in eval mode two calls differ: dropout is still on. F.dropout(x, p) "
+                    "defaults to training=True; use nn.Dropout modules"
+                )
             elif not _name_mistake(fb, got, _eval_mistakes(refs[0], x, mask)):
                 _name_mistake(fb, got, _eval_mistakes(refs[-1], x, mask))
         return None
@@ -185,18 +228,26 @@ def _check_torch(fb: Feedback, module: nn.Module, ref: EncoderLayer) -> None:
     theirs = nn.TransformerEncoderLayer(D, H, D_FF, dropout=P, batch_first=True).eval()
     with torch.no_grad():
         theirs.self_attn.load_state_dict(ref.self_attn.to_torch().state_dict())
-        for mine, other in ((ref.feed_forward.w_1, theirs.linear1),
-                            (ref.feed_forward.w_2, theirs.linear2),
-                            (ref.attn_block.norm, theirs.norm1), (ref.ff_block.norm, theirs.norm2)):
+        for mine, other in (
+            (ref.feed_forward.w_1, theirs.linear1),
+            (ref.feed_forward.w_2, theirs.linear2),
+            (ref.attn_block.norm, theirs.norm1),
+            (ref.ff_block.norm, theirs.norm2),
+        ):
             other.load_state_dict(mine.state_dict())
     x, pad = _inputs()
     got = _output(fb, module, x, pad)
-    check_tensor(fb, "nn.TransformerEncoderLayer, same weights, to_blocked(mask)", got,
-                 theirs(x, src_key_padding_mask=to_blocked(pad)[:, 0, 0, :]).detach())
+    check_tensor(
+        fb,
+        "nn.TransformerEncoderLayer, same weights, to_blocked(mask)",
+        got,
+        theirs(x, src_key_padding_mask=to_blocked(pad)[:, 0, 0, :]).detach(),
+    )
 
 
-def _check_dropout(fb: Feedback, module: nn.Module, ref: EncoderLayer, ffn: nn.Module,
-                   attn: nn.Module) -> None:
+def _check_dropout(
+    fb: Feedback, module: nn.Module, ref: EncoderLayer, ffn: nn.Module, attn: nn.Module
+) -> None:
     """Training mode under a fixed seed: the same dropout draws as the library's layer."""
     x, pad = _inputs()
     module.train()
@@ -208,39 +259,58 @@ def _check_dropout(fb: Feedback, module: nn.Module, ref: EncoderLayer, ffn: nn.M
     torch.manual_seed(11)
     with torch.no_grad():
         expected = ref(x, pad)[0]
-    if isinstance(got, Tensor) and got.shape == expected.shape and torch.allclose(
-            got.detach(), expected, atol=1e-5):
-        fb.ok("training mode: the same dropout as EncoderLayer, on each sub-layer's output "
-              "before the add and inside the feed-forward network")
+    if (
+        isinstance(got, Tensor)
+        and got.shape == expected.shape
+        and torch.allclose(got.detach(), expected, atol=1e-5)
+    ):
+        fb.ok(
+            "training mode: the same dropout as EncoderLayer, on each sub-layer's output "
+            "before the add and inside the feed-forward network"
+        )
         return
-    fb.fail("in training mode your layer differs from EncoderLayer under the same random "
-            "seed: the dropout is not where the library puts it")
+    fb.fail(
+        "in training mode your layer differs from EncoderLayer under the same random "
+        "seed: the dropout is not where the library puts it"
+    )
     if not isinstance(got, Tensor) or got.shape != expected.shape:
         return
     torch.manual_seed(12)
     if torch.equal(got, _output(fb, module, x, pad)):
         fb.fail("no dropout at all in training mode: " + DROPOUT_RULE)
     elif ffn.dropout.p != P:
-        fb.fail(f"the feed-forward network's dropout is {ffn.dropout.p}, the layer's is {P}: "
-                "build it as PositionwiseFeedForward(d_model, d_ff, dropout)")
+        fb.fail(
+            f"the feed-forward network's dropout is {ffn.dropout.p}, the layer's is {P}: "
+            "build it as PositionwiseFeedForward(d_model, d_ff, dropout)"
+        )
     elif attn.dropout:
-        fb.fail("dropout on the attention weights as well: build MultiHeadAttention(d_model, "
-                "h) without dropout (the paper drops sub-layer outputs, not weights)")
+        fb.fail(
+            "dropout on the attention weights as well: build MultiHeadAttention(d_model, "
+            "h) without dropout (the paper drops sub-layer outputs, not weights)"
+        )
     else:
         _name_mistake(fb, got, _dropout_mistakes(ref, x, pad))
 
 
 def _dropout_mistakes(ref: EncoderLayer, x: Tensor, mask: Tensor) -> dict:
     """Dropout in the wrong places, each computed under the same seed as the learner's run."""
-    places = {"no dropout on the sub-layers' outputs: " + DROPOUT_RULE: ("none", "none"),
-              "dropout on the sum x + Sublayer(x); " + DROPOUT_RULE: ("sum", "sum"),
-              "dropout on the residual x instead of the sub-layer's output; " + DROPOUT_RULE:
-                  ("residual", "residual"),
-              "dropout after the LayerNorm; " + DROPOUT_RULE: ("after norm", "after norm"),
-              "dropout after the self-attention only: the feed-forward's output needs it too":
-                  ("output", "none"),
-              "dropout after the feed-forward network only: the attention's output needs it "
-              "too": ("none", "output")}
+    places = {
+        "no dropout on the sub-layers' outputs: " + DROPOUT_RULE: ("none", "none"),
+        "dropout on the sum x + Sublayer(x); " + DROPOUT_RULE: ("sum", "sum"),
+        "dropout on the residual x instead of the sub-layer's output; " + DROPOUT_RULE: (
+            "residual",
+            "residual",
+        ),
+        "dropout after the LayerNorm; " + DROPOUT_RULE: ("after norm", "after norm"),
+        "dropout after the self-attention only: the feed-forward's output needs it too": (
+            "output",
+            "none",
+        ),
+        "dropout after the feed-forward network only: the attention's output needs it too": (
+            "none",
+            "output",
+        ),
+    }
     found = {}
     with torch.no_grad():
         for message, place in places.items():
@@ -249,8 +319,10 @@ def _dropout_mistakes(ref: EncoderLayer, x: Tensor, mask: Tensor) -> dict:
     return found
 
 
-@refuses(EncoderLayer,
-         rule="to assemble the layer from its blocks, not with the library's `EncoderLayer`")
+@refuses(
+    EncoderLayer,
+    rule="to assemble the layer from its blocks, not with the library's `EncoderLayer`",
+)
 @keeps_rng
 def check_encoder_layer(layer_class: Callable[..., nn.Module]) -> Feedback:
     """Exercise 4: ``layer_class(d_model, h, d_ff, dropout)`` builds the paper's post-norm

@@ -16,6 +16,7 @@ when the learner's answer
   profile hook watches the forbidden functions' code objects and looks down the stack for
   a frame outside the package and outside the installed libraries.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,17 +30,24 @@ from . import Feedback
 
 _EXERCISES = os.path.dirname(os.path.realpath(__file__))
 _PACKAGE = os.path.dirname(_EXERCISES)
-_INSTALLED = tuple(sorted({os.path.realpath(p) for key in ("stdlib", "platstdlib", "purelib",
-                                                           "platlib")
-                           if (p := sysconfig.get_paths().get(key))}))
+_INSTALLED = tuple(
+    sorted(
+        {
+            os.path.realpath(p)
+            for key in ("stdlib", "platstdlib", "purelib", "platlib")
+            if (p := sysconfig.get_paths().get(key))
+        }
+    )
+)
 
 
 @functools.lru_cache(maxsize=4096)
 def _kind(filename: str) -> str:
     """'checker' (this folder), 'library' (the package or an installed library) or 'learner'."""
-    if filename.startswith("<") and not filename.startswith(("<ipython-input", "<stdin>",
-                                                              "<console>")):
-        return "library"                   # <frozen ...>, a dataclass's generated <string>
+    if filename.startswith("<") and not filename.startswith(
+        ("<ipython-input", "<stdin>", "<console>")
+    ):
+        return "library"  # <frozen ...>, a dataclass's generated <string>
     path = os.path.realpath(filename)
     if path.startswith(_EXERCISES + os.sep):
         return "checker"
@@ -72,7 +80,7 @@ def _name(obj) -> str:
 def identity(answer, forbidden) -> Optional[str]:
     """How ``answer`` is one of ``forbidden`` ('is', 'subclasses'), with its name; else None."""
     seen = answer
-    for _ in range(8):                      # partial(partial(f)), a bound method, @wraps ...
+    for _ in range(8):  # partial(partial(f)), a bound method, @wraps ...
         if isinstance(seen, functools.partial):
             seen = seen.func
         elif inspect.ismethod(seen):
@@ -147,6 +155,7 @@ def refuses(*forbidden, rule: str):
     """Decorate a checker: the learner's answers (its positional arguments) may not be, subclass
     or call any of ``forbidden`` (library functions, methods or classes). ``rule`` is the
     exercise's own wording, e.g. "without calling `sinusoidal_table`"."""
+
     def decorate(checker: Callable[..., Feedback]) -> Callable[..., Feedback]:
         @functools.wraps(checker)
         def wrapped(*answers, **kwargs) -> Feedback:
@@ -155,7 +164,9 @@ def refuses(*forbidden, rule: str):
             for reason in verdict(answers, forbidden, watch.called):
                 feedback.fail(f"the exercise says {rule}: {reason}")
             return feedback
-        wrapped.forbidden = forbidden          # type: ignore[attr-defined]
-        wrapped.rule = rule                    # type: ignore[attr-defined]
+
+        wrapped.forbidden = forbidden  # type: ignore[attr-defined]
+        wrapped.rule = rule  # type: ignore[attr-defined]
         return wrapped
+
     return decorate

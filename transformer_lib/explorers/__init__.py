@@ -19,12 +19,24 @@ Needs ``ipywidgets`` (in the ``dev`` extra). One module an explorer family: :mod
 (the :class:`Explorer` frame), :mod:`.encoding` (positional encoding, masks: no model),
 :mod:`.trained` (the trained model's attention), :mod:`.stepping` (decoding step by step).
 """
+
 from .. import plotting
 from .base import Explorer, figure_png
 from .encoding import masks, positional_encoding
 from .stepping import StepDecoder, decoding, plot_decoding_step
 from .trained import KINDS, attention, encode_source, load_for_explorer
 
-__all__ = ["Explorer", "figure_png", "positional_encoding", "masks", "attention", "decoding",
-           "encode_source", "StepDecoder", "plot_decoding_step", "load_for_explorer", "KINDS",
-           "plotting"]
+__all__ = [
+    "Explorer",
+    "figure_png",
+    "positional_encoding",
+    "masks",
+    "attention",
+    "decoding",
+    "encode_source",
+    "StepDecoder",
+    "plot_decoding_step",
+    "load_for_explorer",
+    "KINDS",
+    "plotting",
+]

@@ -1,4 +1,5 @@
 """Greedy decoding and beam search, one token a press of a button (notebook 08)."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,13 @@ from ..model import Transformer
 from .trained import ModelSource, encode_source, load_for_explorer
 
 
-def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam_size: int = 4,
-             length_penalty: float = 0.6, top: int = 5) -> Explorer:
+def decoding(
+    model: ModelSource = None,
+    text: str = "Friday, 5 March 2021",
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    top: int = 5,
+) -> Explorer:
     """Decode one input a token at a time with a "next token" button: greedy's ``top``
     candidates with their probabilities, and beam search's hypotheses with their scores
     log P / lp (GNMT's length penalty, alpha = ``length_penalty``).
@@ -33,12 +39,16 @@ def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam
     state: Dict[str, Any] = {}
 
     def draw(text, beam_size):
-        if state.get("key") != (text, beam_size):                  # new input: start again
+        if state.get("key") != (text, beam_size):  # new input: start again
             state.clear()
             step.disabled = True
-            src = encode_source(text, src_tok, max_len)                      # (1, S)
-            state.update(key=(text, beam_size), stepper=StepDecoder(
-                transformer, src, beam_size, length_penalty, bos_id, eos_id, top))
+            src = encode_source(text, src_tok, max_len)  # (1, S)
+            state.update(
+                key=(text, beam_size),
+                stepper=StepDecoder(
+                    transformer, src, beam_size, length_penalty, bos_id, eos_id, top
+                ),
+            )
         stepper = state["stepper"]
         step.disabled = stepper.done
         return plot_decoding_step(stepper, tgt_tok), step_message(stepper, tgt_tok)
@@ -58,23 +68,32 @@ def decoding(model: ModelSource = None, text: str = "Friday, 5 March 2021", beam
     return explorer
 
 
-def decoding_controls(text: str, beam_size: int, length_penalty: float
-                      ) -> Dict[str, widgets.Widget]:
+def decoding_controls(
+    text: str, beam_size: int, length_penalty: float
+) -> Dict[str, widgets.Widget]:
     """The decoding explorer's text box and beam-size slider, its arguments checked first."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    check_int(beam_size, "beam_size", 1, 8)                    # the slider's range
+    check_int(beam_size, "beam_size", 1, 8)  # the slider's range
     check_float(length_penalty, "length_penalty", 0.0)
-    return {"text": widgets.Text(value=text, description="your input", continuous_update=False,
-                                 style={"description_width": "initial"}),
-            "beam_size": slider(beam_size, 1, 8, "beam size K")}
+    return {
+        "text": widgets.Text(
+            value=text,
+            description="your input",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        ),
+        "beam_size": slider(beam_size, 1, 8, "beam size K"),
+    }
 
 
 def step_message(stepper: StepDecoder, tgt_tok: Tokenizer) -> str:
     """The explorer's line under the figure: both outputs so far."""
-    return (f"step {stepper.steps}: greedy {tgt_tok.decode(stepper.greedy[0].tolist())!r}, "
-            f"beam's best {tgt_tok.decode(stepper.beam.best()[0].tolist())!r}"
-            + ("; both finished" if stepper.done else ""))
+    return (
+        f"step {stepper.steps}: greedy {tgt_tok.decode(stepper.greedy[0].tolist())!r}, "
+        f"beam's best {tgt_tok.decode(stepper.beam.best()[0].tolist())!r}"
+        + ("; both finished" if stepper.done else "")
+    )
 
 
 def _reported(explorer: Explorer, action) -> bool:
@@ -83,7 +102,7 @@ def _reported(explorer: Explorer, action) -> bool:
     try:
         action()
         return True
-    except Exception as err:                               # shown, never lost
+    except Exception as err:  # shown, never lost
         explorer.say(f"{type(err).__name__}: {err}", error=True)
         return False
 
@@ -91,14 +110,22 @@ def _reported(explorer: Explorer, action) -> bool:
 class StepDecoder:
     """Greedy decoding and beam search on one source, advanced one token per ``step()``."""
 
-    def __init__(self, model: Transformer, src: torch.Tensor, beam_size: int, alpha: float,
-                 bos_id: int, eos_id: int, top: int = 5) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        src: torch.Tensor,
+        beam_size: int,
+        alpha: float,
+        bos_id: int,
+        eos_id: int,
+        top: int = 5,
+    ) -> None:
         check_int(top, "top", 1, model.config.tgt_vocab_size)
         self.model, self.eos, self.top, self.steps = model, eos_id, top, 0
         with inference(model):
-            self.memory, self.src_mask = source_memory(model, src, None)     # (1, S, D)
-        self.greedy = torch.full((1, 1), bos_id)                             # (1, t)
-        self.candidates: Any = None                # greedy's last (log-probs, ids), top first
+            self.memory, self.src_mask = source_memory(model, src, None)  # (1, S, D)
+        self.greedy = torch.full((1, 1), bos_id)  # (1, t)
+        self.candidates: Any = None  # greedy's last (log-probs, ids), top first
         self.beam = Beam(1, beam_size, bos_id, eos_id, model.config.pad_id, alpha, src.device)
         self.max_len = model.config.max_len
 
@@ -116,15 +143,20 @@ class StepDecoder:
         K = self.beam.K
         with inference(self.model):
             if not self.greedy_done:
-                log_probs = next_log_probs(self.model, self.greedy, self.memory,
-                                            self.src_mask, None)[0]          # (V,)
+                log_probs = next_log_probs(
+                    self.model, self.greedy, self.memory, self.src_mask, None
+                )[0]  # (V,)
                 self.candidates = log_probs.topk(self.top)
                 self.greedy = torch.cat((self.greedy, self.candidates.indices[:1][None]), 1)
             if not bool(self.beam.finished.all()):
-                log_probs = next_log_probs(self.model, self.beam.tokens,
-                                            self.memory.expand(K, -1, -1),
-                                            self.src_mask.expand(K, -1, -1, -1), None)
-                self.beam.advance(log_probs, self.steps + 1)                 # (K, V) in
+                log_probs = next_log_probs(
+                    self.model,
+                    self.beam.tokens,
+                    self.memory.expand(K, -1, -1),
+                    self.src_mask.expand(K, -1, -1, -1),
+                    None,
+                )
+                self.beam.advance(log_probs, self.steps + 1)  # (K, V) in
         self.steps += 1
 
 
@@ -153,18 +185,19 @@ def plot_decoding_step(stepper: StepDecoder, tokenizer: Tokenizer) -> plt.Figure
         right.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
     else:
         order = sorted(keep, key=lambda k: -float(ranked[k]))
-        labels = [repr(tokenizer.decode(beam.tokens[k].tolist()))
-                  + (" </s>" if bool(beam.finished[0, k]) else "") for k in order]
-        bars = right.barh(range(len(order)), [float(ranked[k]) for k in order],
-                          color="tab:green")
+        labels = [
+            repr(tokenizer.decode(beam.tokens[k].tolist()))
+            + (" </s>" if bool(beam.finished[0, k]) else "")
+            for k in order
+        ]
+        bars = right.barh(range(len(order)), [float(ranked[k]) for k in order], color="tab:green")
         right.bar_label(bars, fmt="%.2f", padding=3)
         right.margins(x=0.15)
         right.set_yticks(range(len(order)), labels)
         right.invert_yaxis()
     right.set_xlabel("score log P / lp (0 is best)")
     right.set_ylabel("hypothesis")
-    right.set_title(f"beam search, K = {beam.K}, alpha = {beam.alpha}: hypotheses kept",
-                    fontsize="medium")
+    right.set_title(
+        f"beam search, K = {beam.K}, alpha = {beam.alpha}: hypotheses kept", fontsize="medium"
+    )
     return fig
-
-

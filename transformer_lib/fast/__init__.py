@@ -32,6 +32,7 @@ draws its own. On a GPU the swapped modules run the plain code.
 :func:`keep_freed_memory` (:mod:`.allocator`) is the process-wide allocator setting that
 the training command line and the benchmarks use.
 """
+
 from __future__ import annotations
 
 from typing import Optional
@@ -46,11 +47,20 @@ from .attention import FastMultiHeadAttention
 from .dropout import FastDropout
 from .feedforward import FastFeedForward
 
-__all__ = ["accelerate", "kernels_available", "keep_freed_memory", "FastDropout",
-           "FastFeedForward", "FastMultiHeadAttention"]
+__all__ = [
+    "accelerate",
+    "kernels_available",
+    "keep_freed_memory",
+    "FastDropout",
+    "FastFeedForward",
+    "FastMultiHeadAttention",
+]
 
-_SWAPS = ((nn.Dropout, FastDropout), (PositionwiseFeedForward, FastFeedForward),
-          (MultiHeadAttention, FastMultiHeadAttention))
+_SWAPS = (
+    (nn.Dropout, FastDropout),
+    (PositionwiseFeedForward, FastFeedForward),
+    (MultiHeadAttention, FastMultiHeadAttention),
+)
 
 
 def kernels_available() -> Optional[str]:
@@ -83,7 +93,7 @@ def accelerate(model: nn.Module, kernels: Optional[bool] = None) -> nn.Module:
     if kernels is None:
         kernels = kernels_available() is None
     elif kernels:
-        compiled_kernels.load()         # raises here, not in the middle of training
+        compiled_kernels.load()  # raises here, not in the middle of training
     for module in model.modules():
         for plain, fast in _SWAPS:
             if type(module) in (plain, fast):

@@ -9,12 +9,13 @@ tcmalloc would do, without installing either. It changes no result, only the tim
 faulting in fresh pages (``benchmarks/README.md``); the process's resident memory then stays
 near its peak, as a training process's does anyway.
 """
+
 from __future__ import annotations
 
 import platform
 import sys
 
-THRESHOLD = 1 << 30             # bytes: glibc's trim and mmap thresholds (1 GiB)
+THRESHOLD = 1 << 30  # bytes: glibc's trim and mmap thresholds (1 GiB)
 
 
 def keep_freed_memory() -> str:
@@ -26,9 +27,12 @@ def keep_freed_memory() -> str:
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         return ""
     import ctypes
+
     libc = ctypes.CDLL("libc.so.6")
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3                  # from <malloc.h>
-    if libc.mallopt(M_TRIM_THRESHOLD, THRESHOLD) != 1 or \
-            libc.mallopt(M_MMAP_THRESHOLD, THRESHOLD) != 1:
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # from <malloc.h>
+    if (
+        libc.mallopt(M_TRIM_THRESHOLD, THRESHOLD) != 1
+        or libc.mallopt(M_MMAP_THRESHOLD, THRESHOLD) != 1
+    ):
         return ""
     return "glibc malloc keeps freed memory (mallopt: trim and mmap thresholds 1 GiB)"

@@ -1,5 +1,6 @@
 """Multi-head attention (§3.2.2) for CPU training: the same function as
 :class:`transformer_lib.attention.MultiHeadAttention`, without the heads' copies."""
+
 from __future__ import annotations
 
 import math
@@ -14,12 +15,18 @@ from . import kernels as cpu_kernels
 
 Tensor = torch.Tensor
 
-MAX_SCORES = 128 * 128      # T x S up to which the compiled kernel is used: it keeps the
-                            # weights, and gains nothing at 256 x 256 (benchmarks/README.md)
+MAX_SCORES = 128 * 128  # T x S up to which the compiled kernel is used: it keeps the
+# weights, and gains nothing at 256 x 256 (benchmarks/README.md)
 
 
-def cpu_fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
-                        dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+def cpu_fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Optional[Tensor] = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+) -> Tensor:
     """:func:`transformer_lib.attention.fused_attention`, in fp32 for bf16/fp16 CPU inputs.
 
     PyTorch's CPU kernel is about 3x slower in bf16 than in fp32 at training sizes
@@ -32,7 +39,7 @@ def cpu_fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] 
         dtype = torch.get_autocast_dtype("cpu") if autocast else q.dtype
         with torch.autocast("cpu", enabled=False):
             out = fused_attention(q.float(), k.float(), v.float(), mask, dropout_p, is_causal)
-        return out.to(dtype)                                                 # (..., T_q, d_v)
+        return out.to(dtype)  # (..., T_q, d_v)
     return fused_attention(q, k, v, mask, dropout_p, is_causal)
 
 
@@ -58,15 +65,16 @@ class CompiledAttention(torch.autograd.Function):
         out, weights = cpu_kernels.load().attention_forward(q, k, v, mask, h, scale)
         ctx.save_for_backward(q, k, v, weights)
         ctx.scale = scale
-        return out                                                           # (B, T, D)
+        return out  # (B, T, D)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         q, k, v, weights = ctx.saved_tensors
-        grads = [torch.empty(t.shape, dtype=t.dtype) for t in (q, k, v)]   # (B, L, D) each
-        cpu_kernels.load().attention_backward(grad.contiguous(), q, k, v, weights, ctx.scale,
-                                              *grads)
+        grads = [torch.empty(t.shape, dtype=t.dtype) for t in (q, k, v)]  # (B, L, D) each
+        cpu_kernels.load().attention_backward(
+            grad.contiguous(), q, k, v, weights, ctx.scale, *grads
+        )
         return (*grads, None, None)
 
 
@@ -74,10 +82,10 @@ def merged_heads(x: Tensor) -> Optional[Tensor]:
     """(B, H, L, d_k) heads as the (B, L, H * d_k) tensor they were split from, as a view
     (no copy); None where the heads are not laid out side by side in memory (the keys of a
     decoding cache, say, which are concatenated head by head)."""
-    rows = x.transpose(1, 2)                                                 # (B, L, H, d_k)
+    rows = x.transpose(1, 2)  # (B, L, H, d_k)
     if rows.stride(3) != 1 or rows.stride(2) != x.shape[-1]:
         return None
-    return rows.flatten(2)                                                   # (B, L, D)
+    return rows.flatten(2)  # (B, L, D)
 
 
 class FastMultiHeadAttention(MultiHeadAttention):
@@ -93,21 +101,29 @@ class FastMultiHeadAttention(MultiHeadAttention):
 
     kernels: bool = False
 
-    def fused_attention(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None,
-                        dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+    def fused_attention(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Optional[Tensor] = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+    ) -> Tensor:
         """Attention of the split heads, q: (B, H, T, d_k), k, v: (B, H, S, d_k), as
         :func:`fused_attention` computes it; through the compiled kernel where it applies."""
         rows = self.compiled_for(q, k, v, dropout_p)
         if rows is None:
             return cpu_fused_attention(q, k, v, mask, dropout_p, is_causal)
         B, H, T, d_k = q.shape
-        if is_causal:                       # the plain layer passes it with no mask only
+        if is_causal:  # the plain layer passes it with no mask only
             mask = causal_mask(T, q.device, past=k.shape[2] - T)
-        out = CompiledAttention.apply(*rows, mask, H)                        # (B, T, D)
-        return out.view(B, T, H, d_k).transpose(1, 2)                        # (B, H, T, d_k)
+        out = CompiledAttention.apply(*rows, mask, H)  # (B, T, D)
+        return out.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
 
-    def compiled_for(self, q: Tensor, k: Tensor, v: Tensor,
-                     dropout_p: float) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
+    def compiled_for(
+        self, q: Tensor, k: Tensor, v: Tensor, dropout_p: float
+    ) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
         """The (B, L, D) fp32 queries, keys and values :class:`CompiledAttention` reads, or
         None where the compiled kernel does not apply. It applies with ``kernels`` on, on
         the CPU, with no dropout on the weights, fp32 weights and fp32 inputs (under CPU
@@ -116,11 +132,15 @@ class FastMultiHeadAttention(MultiHeadAttention):
         decoding cache's past keys) and a short enough sequence. Weights asked for, or a
         layer built with ``fused=False``, never get here: the plain layer takes its
         explicit path."""
-        if not (self.kernels and dropout_p == 0.0 and q.device.type == "cpu"
-                and self.in_proj.weight.dtype == torch.float32
-                and (q.dtype == torch.float32 or torch.is_autocast_enabled("cpu"))
-                and q.shape[2] * k.shape[2] <= MAX_SCORES
-                and cpu_kernels.attention_available()):
+        if not (
+            self.kernels
+            and dropout_p == 0.0
+            and q.device.type == "cpu"
+            and self.in_proj.weight.dtype == torch.float32
+            and (q.dtype == torch.float32 or torch.is_autocast_enabled("cpu"))
+            and q.shape[2] * k.shape[2] <= MAX_SCORES
+            and cpu_kernels.attention_available()
+        ):
             return None
         q_rows, k_rows, v_rows = (merged_heads(t) for t in (q, k, v))
         if q_rows is None or k_rows is None or v_rows is None:

@@ -6,6 +6,7 @@ on every thread; the compiled kernel (:mod:`transformer_lib.fast.kernels`) makes
 same mask in one pass. :class:`FastDropout` is what :func:`transformer_lib.fast.accelerate`
 puts in place of each ``nn.Dropout`` of a model.
 """
+
 from __future__ import annotations
 
 import torch
@@ -14,19 +15,19 @@ from torch import nn
 
 from . import kernels as cpu_kernels
 
-RESOLUTION = 2 ** 16        # the CPU mask rounds p to a multiple of 1 / 2^16
+RESOLUTION = 2**16  # the CPU mask rounds p to a multiple of 1 / 2^16
 
 
 def _int64(u: int) -> int:
     """A 64-bit pattern as the signed integer PyTorch's int64 tensors hold."""
-    return u - 2 ** 64 if u >= 2 ** 63 else u
+    return u - 2**64 if u >= 2**63 else u
 
 
 # SplitMix64 (Steele, Lea & Flood, 2014): its w-th output from `key` is
 # mix(key + (w + 1) * GOLDEN), mix being two rounds of xor-shift-multiply and a last xor-shift.
 GOLDEN = _int64(0x9E3779B97F4A7C15)
 MIX = ((30, _int64(0xBF58476D1CE4E5B9)), (27, _int64(0x94D049BB133111EB)), (31, 1))
-_multiples = torch.empty(0, dtype=torch.int64)    # (w + 1) * GOLDEN, kept between calls
+_multiples = torch.empty(0, dtype=torch.int64)  # (w + 1) * GOLDEN, kept between calls
 
 
 def draw_key() -> int:
@@ -58,8 +59,9 @@ def random_words(key: int, count: int) -> torch.Tensor:
     return z
 
 
-def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype = torch.float32,
-              key: int | None = None) -> torch.Tensor:
+def keep_mask(
+    shape: torch.Size, p: float, dtype: torch.dtype = torch.float32, key: int | None = None
+) -> torch.Tensor:
     """A CPU dropout mask of ``shape``: 1 / (1 - p) with probability 1 - p, else 0 (§5.4).
 
     One 64-bit random number gives four 16-bit ones: element i takes the (i mod 4)-th 16 bits
@@ -71,7 +73,7 @@ def keep_mask(shape: torch.Size, p: float, dtype: torch.dtype = torch.float32,
     n = shape.numel()
     key = draw_key() if key is None else key
     bits = random_words(key, (n + 3) // 4).view(torch.int16)[:n].view(shape)  # 4 per word
-    keep = bits.float().ge_(-RESOLUTION // 2 + round(p * RESOLUTION))    # 1.0 or 0.0
+    keep = bits.float().ge_(-RESOLUTION // 2 + round(p * RESOLUTION))  # 1.0 or 0.0
     return keep.mul_(1.0 / (1.0 - p)).to(dtype)
 
 
@@ -85,14 +87,14 @@ class _ReluDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, p: float) -> torch.Tensor:
-        y = keep_mask(h.shape, p, h.dtype).mul_(h).relu_()            # ReLU(h * mask)
+        y = keep_mask(h.shape, p, h.dtype).mul_(h).relu_()  # ReLU(h * mask)
         ctx.save_for_backward(y)
         ctx.scale = 1.0 / (1.0 - p)
         return y
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        y, = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
         # grad where y > 0, else 0 (what ReLU's own backward computes), times the scale
         return torch.ops.aten.threshold_backward(grad, y, 0.0).mul_(ctx.scale), None
 
@@ -113,7 +115,7 @@ class _CompiledDropout(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return cpu_kernels.load().dropout(grad, *ctx.arguments), None    # same key, same mask
+        return cpu_kernels.load().dropout(grad, *ctx.arguments), None  # same key, same mask
 
 
 class _CompiledReluDropout(_ReluDropout):
@@ -154,9 +156,14 @@ def cheap_mask_applies(module: nn.Dropout, x: torch.Tensor) -> bool:
     """Whether the CPU mask replaces ``nn.Dropout``'s for ``x``: training, 0 < p < 1, not in
     place, a floating-point CPU tensor, not under ``torch.compile``. Elsewhere (GPU, eval,
     compiled) PyTorch's own dropout runs."""
-    return module.training and 0.0 < module.p < 1.0 and not module.inplace \
-        and x.device.type == "cpu" and x.is_floating_point() \
-        and not torch.compiler.is_compiling()   # its key draw would break a compiled graph
+    return (
+        module.training
+        and 0.0 < module.p < 1.0
+        and not module.inplace
+        and x.device.type == "cpu"
+        and x.is_floating_point()
+        and not torch.compiler.is_compiling()
+    )  # its key draw would break a compiled graph
 
 
 class FastDropout(nn.Dropout):

@@ -1,5 +1,6 @@
 """The position-wise feed-forward network (§3.3) for CPU training: the same network as
 :class:`transformer_lib.feedforward.PositionwiseFeedForward`, fewer passes over memory."""
+
 from __future__ import annotations
 
 import torch
@@ -22,11 +23,12 @@ class _CompiledFeedForward(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w_1, b_1, w_2, b_2, p):
-        x2 = x.reshape(-1, x.shape[-1])                                      # (B*L, D)
+        x2 = x.reshape(-1, x.shape[-1])  # (B*L, D)
         threshold, scale, key = compiled_arguments(p)
-        hidden = cpu_kernels.load().bias_relu_dropout_(                       # (B*L, d_ff)
-            x2 @ w_1.t(), b_1, threshold, scale, key)        # Dropout(ReLU(x W_1^T + b_1))
-        out = torch.addmm(b_2, hidden, w_2.t())                              # (B*L, D)
+        hidden = cpu_kernels.load().bias_relu_dropout_(  # (B*L, d_ff)
+            x2 @ w_1.t(), b_1, threshold, scale, key
+        )  # Dropout(ReLU(x W_1^T + b_1))
+        out = torch.addmm(b_2, hidden, w_2.t())  # (B*L, D)
         ctx.save_for_backward(x2, w_1, w_2, hidden)
         ctx.scale, ctx.x_shape = scale, x.shape
         return out.view(*x.shape[:-1], out.shape[-1])
@@ -36,7 +38,7 @@ class _CompiledFeedForward(torch.autograd.Function):
     def backward(ctx, grad):
         x2, w_1, w_2, hidden = ctx.saved_tensors
         need = ctx.needs_input_grad
-        g = grad.reshape(-1, grad.shape[-1])                                 # (B*L, D)
+        g = grad.reshape(-1, grad.shape[-1])  # (B*L, D)
         grad_w_2 = g.t() @ hidden if need[3] else None
         grad_b_2 = g.sum(0) if need[4] else None
         # through W_2, then ReLU + dropout: the scale where the output is positive, else 0
@@ -66,8 +68,12 @@ class FastFeedForward(PositionwiseFeedForward):
         if not cheap_mask_applies(self.dropout, x):
             return super().forward(x)
         p = self.dropout.p
-        if self.kernels and x.dtype == self.w_1.weight.dtype \
-                and not torch.is_autocast_enabled("cpu"):
-            return _CompiledFeedForward.apply(x, self.w_1.weight, self.w_1.bias,
-                                              self.w_2.weight, self.w_2.bias, p)
-        return self.w_2(relu_dropout(self.w_1(x), p, self.kernels))         # (B, L, D)
+        if (
+            self.kernels
+            and x.dtype == self.w_1.weight.dtype
+            and not torch.is_autocast_enabled("cpu")
+        ):
+            return _CompiledFeedForward.apply(
+                x, self.w_1.weight, self.w_1.bias, self.w_2.weight, self.w_2.bias, p
+            )
+        return self.w_2(relu_dropout(self.w_1(x), p, self.kernels))  # (B, L, D)

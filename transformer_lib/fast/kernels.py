@@ -23,6 +23,7 @@ off Linux, :func:`attention_available` is False and attention keeps PyTorch's fu
 The kernels are built with ``torch.utils.cpp_extension`` on first use (~30 s, then cached);
 they need a C++ compiler and the ``ninja`` build tool.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,7 +39,7 @@ from typing import Optional
 
 import torch
 
-SOURCE_FILE = Path(__file__).with_name("kernels.cpp")                # the C++ kernels
+SOURCE_FILE = Path(__file__).with_name("kernels.cpp")  # the C++ kernels
 
 _module: Optional[ModuleType] = None
 
@@ -64,8 +65,8 @@ def _compiler_flags() -> list:
     return flags + ["-fopenmp"] if sys.platform.startswith("linux") else flags
 
 
-BUILD_WAIT_S = 900          # how long to wait for another process building the same kernels
-STALE_LOCK_S = 600          # a build lock this old was left by a build that was killed
+BUILD_WAIT_S = 900  # how long to wait for another process building the same kernels
+STALE_LOCK_S = 600  # a build lock this old was left by a build that was killed
 
 
 def _wait_for_stale_lock(lock: Path, stale_s: float = STALE_LOCK_S) -> None:
@@ -94,7 +95,7 @@ def _build_lock(build_dir: Path, wait_s: float = BUILD_WAIT_S):
     build_dir.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
-    except ImportError:                         # not on a POSIX system: PyTorch's lock only
+    except ImportError:  # not on a POSIX system: PyTorch's lock only
         yield
         return
     with open(build_dir / "build.flock", "w") as handle:
@@ -105,9 +106,11 @@ def _build_lock(build_dir: Path, wait_s: float = BUILD_WAIT_S):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"another process has been building the compiled CPU "
-                                       f"kernels in {build_dir} for over {wait_s:.0f} s; "
-                                       f"stop it, or leave the kernels off") from None
+                    raise RuntimeError(
+                        f"another process has been building the compiled CPU "
+                        f"kernels in {build_dir} for over {wait_s:.0f} s; "
+                        f"stop it, or leave the kernels off"
+                    ) from None
                 time.sleep(0.5)
         try:
             _wait_for_stale_lock(build_dir / "lock")
@@ -126,30 +129,46 @@ def load() -> ModuleType:
     if _module is not None:
         return _module
     if shutil.which("ninja") is None:
-        try:                                    # the `ninja` package from PyPI
+        try:  # the `ninja` package from PyPI
             import ninja
+
             os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
         except ImportError:
-            raise RuntimeError("the compiled CPU kernels need the ninja build tool: "
-                               "pip install ninja") from None
+            raise RuntimeError(
+                "the compiled CPU kernels need the ninja build tool: pip install ninja"
+            ) from None
     if shutil.which(os.environ.get("CXX", "c++")) is None:
-        raise RuntimeError("the compiled CPU kernels need a C++ compiler (c++, or the one named "
-                           "by $CXX); install one, or leave them off")
+        raise RuntimeError(
+            "the compiled CPU kernels need a C++ compiler (c++, or the one named "
+            "by $CXX); install one, or leave them off"
+        )
     from torch.utils.cpp_extension import _get_build_directory, load_inline
+
     source = SOURCE_FILE.read_text()
     name = _build_name(source)
     build_dir = Path(_get_build_directory(name, verbose=False))
     with _build_lock(build_dir):
         try:
-            _module = load_inline(name, cpp_sources=source,
-                                  functions=["dropout", "relu_dropout", "bias_relu_dropout_",
-                                             "relu_dropout_backward_",
-                                             "attention_kernel_available", "attention_forward",
-                                             "attention_backward"],
-                                  extra_cflags=_compiler_flags(), build_directory=str(build_dir))
-        except Exception as e:                  # compiler errors come as RuntimeError/OSError
-            raise RuntimeError(f"building the compiled CPU kernels failed "
-                               f"({e.__class__.__name__}); leave them off. Details:\n{e}") from e
+            _module = load_inline(
+                name,
+                cpp_sources=source,
+                functions=[
+                    "dropout",
+                    "relu_dropout",
+                    "bias_relu_dropout_",
+                    "relu_dropout_backward_",
+                    "attention_kernel_available",
+                    "attention_forward",
+                    "attention_backward",
+                ],
+                extra_cflags=_compiler_flags(),
+                build_directory=str(build_dir),
+            )
+        except Exception as e:  # compiler errors come as RuntimeError/OSError
+            raise RuntimeError(
+                f"building the compiled CPU kernels failed "
+                f"({e.__class__.__name__}); leave them off. Details:\n{e}"
+            ) from e
     return _module
 
 

@@ -5,6 +5,7 @@ the last few snapshot steps ("the last 5 checkpoints, written at 10-minute inter
 that keeps the running sum: ``settings.average_last`` snapshots, ``settings.average_every``
 steps apart, ending at ``settings.steps``.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -29,8 +30,8 @@ class WeightAveraging:
     dist: DistContext
 
     def reset_average(self) -> None:
-        self.weight_sum: Dict[str, torch.Tensor] = {}           # snapshots for averaging
-        self.averaged_steps: List[Optional[int]] = []           # ... and their steps
+        self.weight_sum: Dict[str, torch.Tensor] = {}  # snapshots for averaging
+        self.averaged_steps: List[Optional[int]] = []  # ... and their steps
 
     @property
     def n_averaged(self) -> int:
@@ -51,15 +52,20 @@ class WeightAveraging:
                 f"the checkpoint's weight average holds snapshots from steps "
                 f"{self.averaged_steps}, which are not snapshot steps of these settings "
                 f"(steps={s.steps}, average_last={s.average_last}, "
-                f"average_every={s.average_every}): starting the average afresh", stacklevel=3)
+                f"average_every={s.average_every}): starting the average afresh",
+                stacklevel=3,
+            )
             self.reset_average()
 
     def snapshot_due(self, step: int) -> bool:
         """Whether ``step`` is one of the last ``average_last`` snapshot steps."""
         s = self.settings
         to_go = s.steps - step
-        return bool(s.average_last) and to_go % s.average_every == 0 \
+        return (
+            bool(s.average_last)
+            and to_go % s.average_every == 0
             and 0 <= to_go < s.average_last * s.average_every
+        )
 
     @torch.no_grad()
     def take_snapshot(self, bar, last: bool) -> None:
@@ -72,12 +78,14 @@ class WeightAveraging:
             if name in self.weight_sum:
                 self.weight_sum[name] += p
             else:
-                self.weight_sum[name] = p.clone()            # under no_grad
+                self.weight_sum[name] = p.clone()  # under no_grad
         self.averaged_steps.append(self.step)
         if last:
             for name, p in self.model.named_parameters():
                 p.copy_(self.weight_sum[name] / self.n_averaged)
             if s.verbose and self.dist.is_main:
-                bar.write(f"step {self.step}: weights averaged over the last {self.n_averaged} "
-                          f"snapshots, {s.average_every} steps apart")
+                bar.write(
+                    f"step {self.step}: weights averaged over the last {self.n_averaged} "
+                    f"snapshots, {s.average_every} steps apart"
+                )
             self.reset_average()

@@ -15,6 +15,7 @@ could not read back (a ``pathlib.Path``, a numpy scalar, an object): such a file
 be resumed. A save killed mid-write leaves only a temporary ``.NAME.*.tmp`` file beside the
 checkpoint; the next save or resume removes it.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,9 @@ def save_checkpoint(path, state: Dict[str, Any]) -> None:
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise TypeError(f"path must be a non-empty str or os.PathLike, got {path!r}")
     if not isinstance(state, dict):
-        raise TypeError(f"state must be a dict of tensors and plain values, got "
-                        f"{type(state).__name__}")
+        raise TypeError(
+            f"state must be a dict of tensors and plain values, got {type(state).__name__}"
+        )
     check_loadable(state, "state")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,7 +60,7 @@ def save_checkpoint(path, state: Dict[str, Any]) -> None:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())      # mkstemp makes 0600; give the usual mode
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(tmp, path)  # atomic on POSIX and Windows (same file system)
     except BaseException:
         if os.path.exists(tmp):
@@ -90,16 +92,31 @@ def load_checkpoint(path, map_location="cpu") -> Dict[str, Any]:
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        reason = ("it holds Python objects that the safe loader (weights_only=True) refuses"
-                  if "Weights only load failed" in str(e) else "its contents cannot be read")
+        reason = (
+            "it holds Python objects that the safe loader (weights_only=True) refuses"
+            if "Weights only load failed" in str(e)
+            else "its contents cannot be read"
+        )
         raise CheckpointError(f"{path} is not a checkpoint, or is damaged: {reason}") from None
-    except (RuntimeError, EOFError, OSError, ValueError, KeyError, IndexError,
-            UnicodeDecodeError, AttributeError, TypeError) as e:
-        raise CheckpointError(f"{path} is not a checkpoint, or is damaged: torch.load cannot "
-                              f"read it ({type(e).__name__})") from None
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        ValueError,
+        KeyError,
+        IndexError,
+        UnicodeDecodeError,
+        AttributeError,
+        TypeError,
+    ) as e:
+        raise CheckpointError(
+            f"{path} is not a checkpoint, or is damaged: torch.load cannot "
+            f"read it ({type(e).__name__})"
+        ) from None
     if not isinstance(state, dict):
-        raise CheckpointError(f"{path} is not a checkpoint: it holds a "
-                              f"{type(state).__name__}, not a dict")
+        raise CheckpointError(
+            f"{path} is not a checkpoint: it holds a {type(state).__name__}, not a dict"
+        )
     _verify(state, path)
     return state
 
@@ -107,15 +124,21 @@ def load_checkpoint(path, map_location="cpu") -> Dict[str, Any]:
 def _verify(state: Dict[str, Any], path: Path) -> None:
     """Pop and check the stored checksum; warn (one line) when there is none."""
     stored = state.pop("checksum", None)
-    if stored is None:                             # written before checksums existed
-        warnings.warn(UncheckedCheckpointWarning(
-            f"{path} carries no checksum, so damaged bytes in it would go unnoticed; "
-            "save_checkpoint(path, load_checkpoint(path)) re-saves it with one"), stacklevel=3)
+    if stored is None:  # written before checksums existed
+        warnings.warn(
+            UncheckedCheckpointWarning(
+                f"{path} carries no checksum, so damaged bytes in it would go unnoticed; "
+                "save_checkpoint(path, load_checkpoint(path)) re-saves it with one"
+            ),
+            stacklevel=3,
+        )
         return
     if isinstance(stored, str) and stored.startswith("sha256-all:"):
         ok = stored == checksum(state)
     else:
         ok = isinstance(stored, str) and stored == tensor_checksum(state)
     if not ok:
-        raise CheckpointError(f"{path} is damaged: its contents no longer match the checksum "
-                              "written with them; resume from an earlier copy or train again")
+        raise CheckpointError(
+            f"{path} is damaged: its contents no longer match the checksum "
+            "written with them; resume from an earlier copy or train again"
+        )

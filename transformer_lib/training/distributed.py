@@ -7,6 +7,7 @@ its own share of the token batches, and ``DistributedDataParallel`` averages the
 gradients during ``backward()``: each process then makes the same Adam step. Backend:
 NCCL on CUDA, gloo on CPU. Only rank 0 writes checkpoints and prints.
 """
+
 from __future__ import annotations
 
 import os
@@ -68,17 +69,22 @@ def shard(items: Sequence[T], ctx: DistContext) -> List[T]:
     in their gradient all-reduce)."""
     usable = len(items) - len(items) % ctx.world_size
     if usable == 0:
-        raise ValueError(f"{len(items)} batches cannot be shared by {ctx.world_size} "
-                         "processes: lower max_tokens or use fewer processes")
-    return list(items[ctx.rank:usable:ctx.world_size])
+        raise ValueError(
+            f"{len(items)} batches cannot be shared by {ctx.world_size} "
+            "processes: lower max_tokens or use fewer processes"
+        )
+    return list(items[ctx.rank : usable : ctx.world_size])
 
 
 def wrap_model(model: nn.Module, ctx: DistContext, device: torch.device) -> nn.Module:
     """``DistributedDataParallel(model)`` when several processes run, else ``model``."""
     if not ctx.enabled:
         return model
-    device_ids = [device.index if device.index is not None else ctx.local_rank] \
-        if device.type == "cuda" else None
+    device_ids = (
+        [device.index if device.index is not None else ctx.local_rank]
+        if device.type == "cuda"
+        else None
+    )
     return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 

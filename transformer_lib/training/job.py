@@ -10,6 +10,7 @@ with one length filter and reports what that filter left out. The command line
 Errors are :class:`JobError` (a ``ValueError``) naming the field of the job at fault
 (``data.valid_file``, ``model.max_len``, ...), never a command-line flag.
 """
+
 from __future__ import annotations
 
 import random
@@ -28,11 +29,25 @@ from .job_specs import HEADER_NAMES, PRESETS, DataSpec, JobError, ModelSpec, Pai
 from .settings import SEED_MAX, TrainSettings
 from .trainer import Trainer
 
-__all__ = ["JobError", "job_int", "DataSpec", "HEADER_NAMES", "ModelSpec", "PRESETS", "Pairs",
-           "SEED_MAX", "TrainJob", "PreparedRun", "new_tokenizers", "encode_split",
-           "check_max_tokens", "seed_everything", "prepare"]
+__all__ = [
+    "JobError",
+    "job_int",
+    "DataSpec",
+    "HEADER_NAMES",
+    "ModelSpec",
+    "PRESETS",
+    "Pairs",
+    "SEED_MAX",
+    "TrainJob",
+    "PreparedRun",
+    "new_tokenizers",
+    "encode_split",
+    "check_max_tokens",
+    "seed_everything",
+    "prepare",
+]
 
-Note = Tuple[str, str]            # (field of the job, what to tell about it)
+Note = Tuple[str, str]  # (field of the job, what to tell about it)
 SPLITS = ("train", "valid", "test")
 
 
@@ -59,37 +74,54 @@ class PreparedRun:
 def new_tokenizers(data: DataSpec, train: Pairs, notes: List[Note]) -> Tuple[Tokenizer, Tokenizer]:
     """One vocabulary shared by source and target (§5.1), so embeddings can be tied."""
     from ..data.tokenizers import BPETokenizer, CharTokenizer
+
     texts = [s for s, _ in train] + [t for _, t in train]
     if data.task == "dates":
         tok: Tokenizer = CharTokenizer.train(texts)
         return tok, tok
     if data.vocab_size <= 4:
-        raise JobError("data.vocab_size", f"must be > 4 (the special tokens), got "
-                       f"{data.vocab_size}")
+        raise JobError(
+            "data.vocab_size", f"must be > 4 (the special tokens), got {data.vocab_size}"
+        )
     tok = BPETokenizer.train(texts, vocab_size=data.vocab_size)
     if tok.vocab_size > data.vocab_size:
-        notes.append(("data.vocab_size", f"{data.vocab_size} is below what the corpus needs "
-                      "(every character it holds and 4 special tokens): the vocabulary has "
-                      f"{tok.vocab_size} tokens"))
+        notes.append(
+            (
+                "data.vocab_size",
+                f"{data.vocab_size} is below what the corpus needs "
+                "(every character it holds and 4 special tokens): the vocabulary has "
+                f"{tok.vocab_size} tokens",
+            )
+        )
     elif tok.vocab_size < data.vocab_size:
-        notes.append(("data.vocab_size", f"{data.vocab_size}: the corpus yields only "
-                      f"{tok.vocab_size} tokens (no more pairs occur twice); the vocabulary "
-                      "has that many"))
+        notes.append(
+            (
+                "data.vocab_size",
+                f"{data.vocab_size}: the corpus yields only "
+                f"{tok.vocab_size} tokens (no more pairs occur twice); the vocabulary "
+                "has that many",
+            )
+        )
     return tok, tok
 
 
-def encode_split(name: str, pairs: Pairs, src_tok: Tokenizer, tgt_tok: Tokenizer,
-                 max_len: int) -> Tuple[Pairs, List[Example], int]:
+def encode_split(
+    name: str, pairs: Pairs, src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
+) -> Tuple[Pairs, List[Example], int]:
     """-> (kept pairs, their ids, how many were left out); refuses a split left empty."""
     kept, ids = encode_fitting(pairs, src_tok, tgt_tok, max_len)
     if not kept:
         shortest = min(len(src_tok.encode(s)) for s, _ in pairs)
         side = "sources" if shortest > max_len else "targets"
-        what = ("no training pair fits" if name == "train"
-                else f"none of its {len(pairs)} {side} fits")
-        raise JobError(f"data.{name}", f"{what} the model's max_len={max_len} tokens (the "
-                       f"shortest source has {shortest}): raise max_len or give shorter "
-                       "sentences")
+        what = (
+            "no training pair fits" if name == "train" else f"none of its {len(pairs)} {side} fits"
+        )
+        raise JobError(
+            f"data.{name}",
+            f"{what} the model's max_len={max_len} tokens (the "
+            f"shortest source has {shortest}): raise max_len or give shorter "
+            "sentences",
+        )
     return kept, ids, len(pairs) - len(kept)
 
 
@@ -99,8 +131,11 @@ def check_max_tokens(max_tokens: int, kept: Dict[str, Any]) -> None:
     for name in ("train", "valid"):
         need = max(max(len(s), len(t) + 1) for s, t in kept[name + "_ids"])
         if need > max_tokens:
-            raise JobError("settings.max_tokens", f"{max_tokens} is below the {need} tokens "
-                           f"the longest {name} pair needs in a batch; give at least {need}")
+            raise JobError(
+                "settings.max_tokens",
+                f"{max_tokens} is below the {need} tokens "
+                f"the longest {name} pair needs in a batch; give at least {need}",
+            )
 
 
 def seed_everything(seed: int) -> None:
@@ -111,9 +146,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def prepare(job: TrainJob, *, tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] = None,
-            model_state: Optional[Dict[str, Any]] = None, device: Optional[str] = None,
-            dist: DistContext = DistContext(), extra: Optional[dict] = None) -> PreparedRun:
+def prepare(
+    job: TrainJob,
+    *,
+    tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] = None,
+    model_state: Optional[Dict[str, Any]] = None,
+    device: Optional[str] = None,
+    dist: DistContext = DistContext(),
+    extra: Optional[dict] = None,
+) -> PreparedRun:
     """Assemble ``job`` into a ready :class:`Trainer` (not yet trained).
 
     Seeds Python, NumPy and PyTorch with ``job.settings.seed`` first, so the same job gives
@@ -125,13 +166,18 @@ def prepare(job: TrainJob, *, tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] 
     splits = job.data.load()
     notes: List[Note] = []
     src_tok, tgt_tok = tokenizers or new_tokenizers(job.data, splits["train"] or [], notes)
-    config = (job.model if isinstance(job.model, TransformerConfig)
-              else job.model.config(src_tok.vocab_size))
-    if (config.src_vocab_size, config.tgt_vocab_size) != (src_tok.vocab_size,
-                                                           tgt_tok.vocab_size):
-        raise JobError("model", f"vocabulary sizes {config.src_vocab_size}/"
-                       f"{config.tgt_vocab_size} differ from the tokenizers' "
-                       f"{src_tok.vocab_size}/{tgt_tok.vocab_size}")
+    config = (
+        job.model
+        if isinstance(job.model, TransformerConfig)
+        else job.model.config(src_tok.vocab_size)
+    )
+    if (config.src_vocab_size, config.tgt_vocab_size) != (src_tok.vocab_size, tgt_tok.vocab_size):
+        raise JobError(
+            "model",
+            f"vocabulary sizes {config.src_vocab_size}/"
+            f"{config.tgt_vocab_size} differ from the tokenizers' "
+            f"{src_tok.vocab_size}/{tgt_tok.vocab_size}",
+        )
     model = Transformer(config)
     if model_state is not None:
         model.load_state_dict(model_state)
@@ -143,10 +189,24 @@ def prepare(job: TrainJob, *, tokenizers: Optional[Tuple[Tokenizer, Tokenizer]] 
             pairs, ids, dropped = encode_split(name, split, src_tok, tgt_tok, config.max_len)
             kept[name], kept[name + "_ids"], left_out[name] = pairs, ids, dropped
             if dropped:
-                notes.append((f"data.{name}", f"{dropped} of {len(split)} pairs are "
-                              f"longer than max_len={config.max_len} tokens and are left out"))
+                notes.append(
+                    (
+                        f"data.{name}",
+                        f"{dropped} of {len(split)} pairs are "
+                        f"longer than max_len={config.max_len} tokens and are left out",
+                    )
+                )
     check_max_tokens(job.settings.max_tokens, kept)
     settings = replace(job.settings, bleu_tokenize=job.data.bleu_tokenize)
-    trainer = Trainer(model, src_tok, tgt_tok, kept["train_ids"], kept["valid"], settings,
-                      device, dist, {**(extra or {}), "data": job.data.identity()})
+    trainer = Trainer(
+        model,
+        src_tok,
+        tgt_tok,
+        kept["train_ids"],
+        kept["valid"],
+        settings,
+        device,
+        dist,
+        {**(extra or {}), "data": job.data.identity()},
+    )
     return PreparedRun(trainer, kept.get("test"), notes, left_out)

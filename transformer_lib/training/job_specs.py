@@ -4,6 +4,7 @@
 
 Every name here is importable from :mod:`transformer_lib.training.job` too.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,8 +54,9 @@ class DataSpec:
     def __post_init__(self) -> None:
         given = [n for n in ("task", "corpus", "train_file") if getattr(self, n) is not None]
         if len(given) != 1:
-            raise JobError("data", "give exactly one of task, corpus or train_file, got "
-                           f"{given or 'none'}")
+            raise JobError(
+                "data", f"give exactly one of task, corpus or train_file, got {given or 'none'}"
+            )
         if self.train_file is not None and self.valid_file is None:
             raise JobError("data.valid_file", "a train_file needs a valid_file")
         for name in ("n_train", "n_valid", "n_test", "vocab_size"):
@@ -68,32 +70,42 @@ class DataSpec:
     def identity(self) -> Dict[str, Any]:
         """What a resumed run must train on again (stored in the checkpoint)."""
         train_file = str(Path(self.train_file).resolve()) if self.train_file else None
-        return {"task": self.task, "corpus": self.corpus, "train_file": train_file,
-                "n_train": self.n_train if self.task else None}
+        return {
+            "task": self.task,
+            "corpus": self.corpus,
+            "train_file": train_file,
+            "n_train": self.n_train if self.task else None,
+        }
 
     def load(self) -> Dict[str, Optional[Pairs]]:
         """``{"train", "valid", "test"}`` lists of (source, target) pairs; test may be None."""
         if self.task == "dates":
             from ..data.dates import make_date_splits
+
             try:
                 return dict(make_date_splits(self.n_train, self.n_valid, self.n_test))
-            except ValueError as e:               # more held-out days than there are
-                raise JobError("data.n_valid", f"{self.n_valid} (with n_test={self.n_test}): "
-                               f"{e}") from None
+            except ValueError as e:  # more held-out days than there are
+                raise JobError(
+                    "data.n_valid", f"{self.n_valid} (with n_test={self.n_test}): {e}"
+                ) from None
         if self.task is not None:
             raise JobError("data.task", f"the built-in task is 'dates', got {self.task!r}")
         if self.corpus is not None:
             from ..data.bible import CORPORA, CorpusUnavailable, bible_en_fr
+
             if self.corpus not in CORPORA:
-                raise JobError("data.corpus", f"must be one of {list(CORPORA)}, got "
-                               f"{self.corpus!r}")
+                raise JobError(
+                    "data.corpus", f"must be one of {list(CORPORA)}, got {self.corpus!r}"
+                )
             try:
                 return dict(bible_en_fr())
             except CorpusUnavailable as e:
                 raise JobError("data.corpus", str(e)) from None
-        return {"train": _read("data.train_file", self.train_file),
-                "valid": _read("data.valid_file", self.valid_file),
-                "test": _read("data.test_file", self.test_file) if self.test_file else None}
+        return {
+            "train": _read("data.train_file", self.train_file),
+            "valid": _read("data.valid_file", self.valid_file),
+            "test": _read("data.test_file", self.test_file) if self.test_file else None,
+        }
 
 
 HEADER_NAMES = {"source", "target", "src", "tgt", "input", "output"}
@@ -103,20 +115,27 @@ def _read(field_name: str, path) -> Pairs:
     """The file's pairs; a first line of column names (``source<TAB>target``) is not a
     pair, and a file holding only that is refused."""
     from ..data.corpus import read_parallel
+
     try:
         pairs = read_parallel(path)
     except (ValueError, OSError) as e:
         raise JobError(field_name, str(e)) from None
     if {side.lower() for side in pairs[0]} <= HEADER_NAMES:
         if len(pairs) == 1:
-            raise JobError(field_name, f"{path} holds only a header line "
-                           f"({pairs[0][0]!r}<TAB>{pairs[0][1]!r}), no sentence pair")
+            raise JobError(
+                field_name,
+                f"{path} holds only a header line "
+                f"({pairs[0][0]!r}<TAB>{pairs[0][1]!r}), no sentence pair",
+            )
         pairs = pairs[1:]
     return pairs
 
 
-PRESETS = {"tiny": TransformerConfig.tiny, "base": TransformerConfig.base,
-           "big": TransformerConfig.big}
+PRESETS = {
+    "tiny": TransformerConfig.tiny,
+    "base": TransformerConfig.base,
+    "big": TransformerConfig.big,
+}
 
 
 @dataclass(frozen=True)
@@ -129,8 +148,7 @@ class ModelSpec:
 
     def config(self, vocab_size: int) -> TransformerConfig:
         if self.preset not in PRESETS:
-            raise JobError("model.preset", f"must be one of {sorted(PRESETS)}, got "
-                           f"{self.preset!r}")
+            raise JobError("model.preset", f"must be one of {sorted(PRESETS)}, got {self.preset!r}")
         try:
             return PRESETS[self.preset](vocab_size, **self.overrides)
         except (TypeError, ValueError) as e:

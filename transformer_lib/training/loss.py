@@ -1,4 +1,5 @@
 """Label-smoothed cross-entropy (§5.4, "Label Smoothing")."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -16,19 +17,22 @@ def _check_target(target: Tensor, vocab_size: int, ignore_index: Optional[int]) 
     if not isinstance(target, Tensor):
         raise TypeError(f"target must be a tensor of class ids, got {type(target).__name__}")
     if target.is_floating_point() or target.is_complex() or target.dtype == torch.bool:
-        raise TypeError(f"target must hold integer class ids (torch.long), got dtype "
-                        f"{target.dtype}")
+        raise TypeError(
+            f"target must hold integer class ids (torch.long), got dtype {target.dtype}"
+        )
     if ignore_index is not None:
         check_int(ignore_index, "ignore_index", 0, vocab_size - 1)
     if target.numel():
-        low, high = torch.stack(torch.aminmax(target)).tolist()             # one sync
+        low, high = torch.stack(torch.aminmax(target)).tolist()  # one sync
         if low < 0 or high >= vocab_size:
-            raise ValueError(f"target holds ids outside the vocabulary [0, {vocab_size}): "
-                             f"min {low}, max {high}")
+            raise ValueError(
+                f"target holds ids outside the vocabulary [0, {vocab_size}): min {low}, max {high}"
+            )
 
 
-def smoothed_targets(target: Tensor, vocab_size: int, epsilon: float = 0.1,
-                     ignore_index: Optional[int] = 0) -> Tensor:
+def smoothed_targets(
+    target: Tensor, vocab_size: int, epsilon: float = 0.1, ignore_index: Optional[int] = 0
+) -> Tensor:
     """The target distribution q of label smoothing: (...) ids -> (..., V) probabilities.
 
     q puts ``1 - epsilon`` on the true token and spreads ``epsilon`` uniformly over the
@@ -44,7 +48,7 @@ def smoothed_targets(target: Tensor, vocab_size: int, epsilon: float = 0.1,
     epsilon = check_float(epsilon, "epsilon", 0.0, 1.0, max_open=True)
     _check_target(target, vocab_size, ignore_index)
     K = vocab_size - (ignore_index is not None)
-    q = torch.full((*target.shape, vocab_size), epsilon / K)                 # (..., V)
+    q = torch.full((*target.shape, vocab_size), epsilon / K)  # (..., V)
     q = q.to(target.device)
     q.scatter_(-1, target.unsqueeze(-1), 1.0 - epsilon + epsilon / K)
     if ignore_index is not None:
@@ -82,18 +86,20 @@ class LabelSmoothingLoss(nn.Module):
             raise TypeError(f"logits must be a float tensor (B, T, V), got {got}")
         _check_target(target, logits.shape[-1], self.ignore_index)
         if logits.shape[:-1] != target.shape:
-            raise ValueError(f"logits (B, T, V) and target (B, T) disagree: "
-                             f"{tuple(logits.shape)} vs {tuple(target.shape)}")
+            raise ValueError(
+                f"logits (B, T, V) and target (B, T) disagree: "
+                f"{tuple(logits.shape)} vs {tuple(target.shape)}"
+            )
         V = logits.shape[-1]
-        log_p = logits.float().log_softmax(dim=-1).reshape(-1, V)            # (B*T, V)
-        target = target.reshape(-1)                                          # (B*T,)
+        log_p = logits.float().log_softmax(dim=-1).reshape(-1, V)  # (B*T, V)
+        target = target.reshape(-1)  # (B*T,)
         eps, ignore = self.epsilon, self.ignore_index
         K = V - (ignore is not None)
-        nll = -log_p.gather(1, target.unsqueeze(1)).squeeze(1)               # (B*T,)
-        smooth = -log_p.sum(dim=1)                                           # (B*T,)
+        nll = -log_p.gather(1, target.unsqueeze(1)).squeeze(1)  # (B*T,)
+        smooth = -log_p.sum(dim=1)  # (B*T,)
         if ignore is not None:
-            smooth = smooth + log_p[:, ignore]          # the padding class gets no mass
-        loss = (1.0 - eps) * nll + (eps / K) * smooth                        # (B*T,)
+            smooth = smooth + log_p[:, ignore]  # the padding class gets no mass
+        loss = (1.0 - eps) * nll + (eps / K) * smooth  # (B*T,)
         if ignore is None:
             return loss.mean()
         keep = target != ignore

@@ -1,4 +1,5 @@
 """Translation quality on decoded strings: exact match and BLEU (sacrebleu)."""
+
 from __future__ import annotations
 
 import math
@@ -36,25 +37,34 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "
     return sacrebleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score
 
 
-def evaluate_translation(model: Transformer, pairs: Sequence[Tuple[str, str]],
-                         src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: Optional[int],
-                         bleu_tokenize: str = "13a", device: Union[str, torch.device] = "cpu"
-                         ) -> Dict[str, Any]:
+def evaluate_translation(
+    model: Transformer,
+    pairs: Sequence[Tuple[str, str]],
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    max_len: Optional[int],
+    bleu_tokenize: str = "13a",
+    device: Union[str, torch.device] = "cpu",
+) -> Dict[str, Any]:
     """Exact match and BLEU of greedy translations of ``pairs`` [(source, reference)].
     ``device`` is accepted for older callers; the model's own device is used."""
     was_training = model.training
     model.eval()
-    hyps = translate(model, src_tok, tgt_tok, [s for s, _ in pairs], max_len=max_len,
-                     batch_size=256)
+    hyps = translate(
+        model, src_tok, tgt_tok, [s for s, _ in pairs], max_len=max_len, batch_size=256
+    )
     model.train(was_training)
     refs = [t for _, t in pairs]
-    return {"exact_match": exact_match(hyps, refs), "bleu": bleu(hyps, refs, bleu_tokenize),
-            "hypotheses": hyps}
+    return {
+        "exact_match": exact_match(hyps, refs),
+        "bleu": bleu(hyps, refs, bleu_tokenize),
+        "hypotheses": hyps,
+    }
 
 
 def ngrams(tokens: Sequence[str], n: int) -> List[Tuple[str, ...]]:
     """Every n-gram of ``tokens``, in order, overlapping: len(tokens) - n + 1 of them."""
-    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
 def clipped_matches(hyp: Sequence[str], ref: Sequence[str], n: int) -> Tuple[int, int]:
@@ -80,5 +90,6 @@ def repeats(tokens: Sequence[str], n: int) -> int:
 
 def _check_lengths(hypotheses: Sequence[str], references: Sequence[str]) -> None:
     if len(hypotheses) != len(references):
-        raise ValueError(f"hypotheses and references differ in number: "
-                         f"{len(hypotheses)} vs {len(references)}")
+        raise ValueError(
+            f"hypotheses and references differ in number: {len(hypotheses)} vs {len(references)}"
+        )

@@ -5,6 +5,7 @@ and laptop CPUs) PyTorch emulates it, and a bf16 matrix product can run ~100x sl
 in fp32 (1.2 vs 115 GFLOP/s for 512 x 512 on a 2-core AMD EPYC with AVX2). The training
 command line refuses ``--bf16`` there, the trainer warns, and the benchmarks leave bf16 out.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,8 +16,8 @@ from typing import Optional
 
 import torch
 
-X86_FLAGS = ("amx_bf16", "avx512_bf16")        # /proc/cpuinfo flags of native bf16
-ARM_FLAGS = ("bf16",)                           # /proc/cpuinfo "Features" (ARMv8.6 BF16)
+X86_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of native bf16
+ARM_FLAGS = ("bf16",)  # /proc/cpuinfo "Features" (ARMv8.6 BF16)
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def timed_ratio(n: int = 512) -> float:
     times = []
     for dtype in (torch.float32, torch.bfloat16):
         x, y = a.to(dtype), b.to(dtype)
-        torch.mm(x, y)                                                    # warm up
+        torch.mm(x, y)  # warm up
         start = time.perf_counter()
         torch.mm(x, y)
         times.append(time.perf_counter() - start)
@@ -80,8 +81,10 @@ def decide(flags: set, capability: str, ratio: Optional[float] = None) -> Bf16Su
         return Bf16Support(True, f"CPU flags {', '.join(found)}")
     ratio = timed_ratio() if ratio is None else ratio
     native = ratio <= 3.0
-    return Bf16Support(native, f"{capability}, no bf16 flags; a bf16 matrix product took "
-                               f"{ratio:.1f}x the fp32 time")
+    return Bf16Support(
+        native,
+        f"{capability}, no bf16 flags; a bf16 matrix product took {ratio:.1f}x the fp32 time",
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -102,6 +105,8 @@ def bf16_problem(device: torch.device) -> str | None:
     support = cpu_bf16()
     if support.native:
         return None
-    return (f"this CPU ({cpu_model()}; {support.how}) has no "
-            "native bfloat16 (AVX512-BF16 or AMX on x86): bf16 training would be many times "
-            "slower than fp32 here")
+    return (
+        f"this CPU ({cpu_model()}; {support.how}) has no "
+        "native bfloat16 (AVX512-BF16 or AMX on x86): bf16 training would be many times "
+        "slower than fp32 here"
+    )

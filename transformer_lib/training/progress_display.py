@@ -10,6 +10,7 @@ picks one:
   per message, not a stream of bar fragments;
 * ``False``: nothing but the messages.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,13 +20,12 @@ from typing import Any, Dict, Union
 
 from tqdm import tqdm
 
-PROGRESS_VALUES = (True, False, "notebook")      # what TrainSettings.progress may be
+PROGRESS_VALUES = (True, False, "notebook")  # what TrainSettings.progress may be
 
 
 def check_progress(progress: object) -> None:
     """ValueError unless ``progress`` is one of :data:`PROGRESS_VALUES` (``1`` is not ``True``)."""
-    if not any(progress is s or (isinstance(s, str) and progress == s)
-               for s in PROGRESS_VALUES):
+    if not any(progress is s or (isinstance(s, str) and progress == s) for s in PROGRESS_VALUES):
         raise ValueError(f"progress must be True, False or 'notebook', got {progress!r}")
 
 
@@ -33,13 +33,20 @@ class StatusLine:
     """A one-line status for notebooks, with the parts of tqdm's interface that
     :meth:`Trainer.fit` uses (``update``, ``set_postfix``, ``write``, ``close``)."""
 
-    def __init__(self, total: int, initial: int = 0, desc: str = "train",
-                 min_interval: float = 0.5, handle: Any = None) -> None:
+    def __init__(
+        self,
+        total: int,
+        initial: int = 0,
+        desc: str = "train",
+        min_interval: float = 0.5,
+        handle: Any = None,
+    ) -> None:
         self.total, self.n, self.desc, self.min_interval = total, initial, desc, min_interval
         self.postfix: Dict[str, Any] = {}
         self.start, self.start_n, self._shown = time.perf_counter(), initial, -math.inf
         if handle is None:
-            from IPython.display import display      # only where a notebook asks for it
+            from IPython.display import display  # only where a notebook asks for it
+
             handle = display({"text/plain": self.status()}, raw=True, display_id=True)
         self.handle = handle
 
@@ -47,8 +54,9 @@ class StatusLine:
         seconds = time.perf_counter() - self.start
         rate = (self.n - self.start_n) / seconds if seconds > 0 else 0.0
         extra = "".join(f", {k} {v}" for k, v in self.postfix.items())
-        return (f"{self.desc}: step {self.n}/{self.total}, {seconds:.0f} s, "
-                f"{rate:.1f} steps/s{extra}")
+        return (
+            f"{self.desc}: step {self.n}/{self.total}, {seconds:.0f} s, {rate:.1f} steps/s{extra}"
+        )
 
     def _show(self, force: bool = False) -> None:
         now = time.perf_counter()
@@ -72,14 +80,20 @@ class StatusLine:
         self._show(force=True)
 
 
-def make_display(progress: Union[bool, str], total: int, initial: int, show: bool,
-                 handle: Any = None) -> Union[tqdm, StatusLine]:
+def make_display(
+    progress: Union[bool, str], total: int, initial: int, show: bool, handle: Any = None
+) -> Union[tqdm, StatusLine]:
     """The display of one ``fit`` for the setting ``progress``; ``show`` is False on all
     but the main process."""
     check_progress(progress)
     if progress == "notebook" and show:
         return StatusLine(total, initial, handle=handle)
-    return tqdm(total=total, initial=initial, disable=not (progress and show),
-                desc="train", unit="step", dynamic_ncols=True,
-                mininterval=0.1 if sys.stderr.isatty() else 2.0)
-
+    return tqdm(
+        total=total,
+        initial=initial,
+        disable=not (progress and show),
+        desc="train",
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=0.1 if sys.stderr.isatty() else 2.0,
+    )

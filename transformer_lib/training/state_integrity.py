@@ -3,6 +3,7 @@
 :func:`check_loadable` refuses, naming the key, a value that ``torch.load(weights_only=True)``
 could not read back; :func:`checksum` hashes every value of a state, tensors and the rest.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +13,18 @@ from typing import Any, Dict, Iterator, Tuple
 import torch
 
 # the types torch.load(weights_only=True) reads back (exact types: a numpy float is refused)
-_SAFE_LEAVES = (str, bytes, int, float, complex, bool, type(None), torch.dtype, torch.Size,
-                torch.device)
+_SAFE_LEAVES = (
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    torch.dtype,
+    torch.Size,
+    torch.device,
+)
 _SAFE_CONTAINERS = (dict, OrderedDict, list, tuple, set)
 
 
@@ -31,11 +42,12 @@ def check_loadable(value: Any, name: str) -> None:
             check_loadable(v, f"{name}[{k!r}]")
         return
     kind = type(value)
-    raise TypeError(f"{name} is a {kind.__module__}.{kind.__qualname__} ({value!r:.60}), which "
-                    "torch.load(weights_only=True) cannot read back, so the checkpoint could "
-                    "never be loaded: store a str, int, float, bool, None, tensor, or a list or "
-                    "dict of them (e.g. str(path), float(x))")
-
+    raise TypeError(
+        f"{name} is a {kind.__module__}.{kind.__qualname__} ({value!r:.60}), which "
+        "torch.load(weights_only=True) cannot read back, so the checkpoint could "
+        "never be loaded: store a str, int, float, bool, None, tensor, or a list or "
+        "dict of them (e.g. str(path), float(x))"
+    )
 
 
 def checksum(state: Dict[str, Any]) -> str:

@@ -5,6 +5,7 @@ The history is a dict of lists, one entry a step (``step``, ``loss``, ``lr``) or
 validation (``val_step``, ``val_loss``, ``val_exact_match``, ``val_bleu``), in the plain
 types a checkpoint stores.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,18 +26,24 @@ def new_history() -> Dict[str, List[float]]:
 
 
 @torch.no_grad()
-def validation_loss(model: Transformer, criterion: nn.Module, examples: Sequence[Example],
-                    max_tokens: int, device: torch.device,
-                    autocast: Callable[[], ContextManager]) -> float:
+def validation_loss(
+    model: Transformer,
+    criterion: nn.Module,
+    examples: Sequence[Example],
+    max_tokens: int,
+    device: torch.device,
+    autocast: Callable[[], ContextManager],
+) -> float:
     """The mean per-token loss of teacher-forced ``examples`` [(src_ids, tgt_ids)], in
     batches of ``max_tokens`` in their order; NaN when there is none. ``model`` is left in
     the mode it was given in (the trainer puts it in eval mode)."""
     total, tokens = 0.0, 0
-    for batch in token_batches(examples, max_tokens, shuffle=False,
-                               pad_id=model.config.pad_id):                  # [] if none
+    for batch in token_batches(
+        examples, max_tokens, shuffle=False, pad_id=model.config.pad_id
+    ):  # [] if none
         batch = batch.to(device)
         with autocast():
-            logits = model(batch.src, batch.tgt_in)                        # (B, T, V)
+            logits = model(batch.src, batch.tgt_in)  # (B, T, V)
         total += criterion(logits, batch.tgt_out).item() * batch.n_tokens
         tokens += batch.n_tokens
     return total / tokens if tokens else math.nan
