@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, List, Sequence, Union
 from ..checks import check_int
 from .hf_bpe import cut_long_words, hf_from_json, train_bpe
 from .special_tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIAL_TOKENS, UNK, UNK_ID
+from .tokenizer_inputs import as_id_list, check_text, check_texts
 
 if TYPE_CHECKING:
     import torch
@@ -49,37 +50,6 @@ __all__ = [
 Ids = Union[Sequence[int], "torch.Tensor"]  # token ids: a list, or a 1-D integer tensor
 MAX_WORD = 10_000  # BPE training: longer runs without a space are cut (time ~ length^2)
 LONG_TRAINING = 50_000_000  # BPE training on more characters says what it does (~8x the Bible)
-
-
-def _check_texts(texts: Any) -> List[str]:
-    if isinstance(texts, str) or not isinstance(texts, Iterable):
-        raise TypeError(
-            f"texts must be an iterable of str (not a single str), got {type(texts).__name__}"
-        )
-    texts = list(texts)
-    bad = [type(t).__name__ for t in texts if not isinstance(t, str)]
-    if bad:
-        raise TypeError(f"texts must hold only str, found {bad[0]}")
-    if not texts:
-        raise ValueError("texts is empty: a tokenizer needs at least one training text")
-    return texts
-
-
-def _check_text(text: Any) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return text
-
-
-def _as_id_list(ids: Any) -> List[int]:
-    if hasattr(ids, "tolist"):  # torch.Tensor / numpy array
-        ids = ids.tolist()
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-        raise TypeError(f"ids must be a sequence of int, got {type(ids).__name__}")
-    ids = list(ids)
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
-        raise TypeError("ids must hold only int token ids (a 1-D sequence)")
-    return ids
 
 
 class Tokenizer:
@@ -154,18 +124,18 @@ class CharTokenizer(Tokenizer):
     @classmethod
     def train(cls, texts: Iterable[str]) -> "CharTokenizer":
         """The vocabulary is every character of ``texts``, sorted (deterministic)."""
-        return cls(sorted(set("".join(_check_texts(texts)))))
+        return cls(sorted(set("".join(check_texts(texts)))))
 
     @property
     def vocab_size(self) -> int:
         return len(self._itos)
 
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> List[int]:
-        ids = [self._stoi.get(c, UNK_ID) for c in _check_text(text)]
+        ids = [self._stoi.get(c, UNK_ID) for c in check_text(text)]
         return self._wrap(ids, add_bos, add_eos)
 
     def decode(self, ids: Ids, skip_special: bool = True) -> str:
-        ids = _as_id_list(ids)
+        ids = as_id_list(ids)
         self._check_range(ids)
         keep = [i for i in ids if not (skip_special and i < len(SPECIAL_TOKENS))]
         return "".join(self._itos[i] for i in keep)
@@ -214,7 +184,7 @@ class BPETokenizer(Tokenizer):
         """
         check_int(vocab_size, "vocab_size", len(SPECIAL_TOKENS) + 1)
         check_int(min_frequency, "min_frequency", 0)
-        texts = cut_long_words(_check_texts(texts), MAX_WORD)
+        texts = cut_long_words(check_texts(texts), MAX_WORD)
         chars = sum(map(len, texts))
         if chars > LONG_TRAINING:
             print(
@@ -231,11 +201,11 @@ class BPETokenizer(Tokenizer):
         return self.hf.get_vocab_size()
 
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> List[int]:
-        ids = self.hf.encode(_check_text(text), add_special_tokens=False).ids
+        ids = self.hf.encode(check_text(text), add_special_tokens=False).ids
         return self._wrap(ids, add_bos, add_eos)
 
     def decode(self, ids: Ids, skip_special: bool = True) -> str:
-        ids = _as_id_list(ids)
+        ids = as_id_list(ids)
         self._check_range(ids)
         return self.hf.decode(ids, skip_special_tokens=skip_special)
 
