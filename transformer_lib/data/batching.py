@@ -18,9 +18,15 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 
 from ..checks import check_bool, check_int
+from .example_checks import (
+    Example,
+    check_example,
+    check_examples,
+    check_pairs,
+    check_special_ids,
+    id_list,
+)
 from .tokenizers import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-
-Example = Tuple[List[int], List[int]]  # (source ids, target ids without specials)
 
 
 @dataclass
@@ -61,29 +67,12 @@ def fits(example: Example, max_len: int) -> bool:
     return len(src) <= max_len and len(tgt) + 1 <= max_len
 
 
-def _check_pairs(pairs) -> List[Tuple[str, str]]:
-    """``pairs`` as a list of (source, target) pairs of str."""
-    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
-        raise TypeError(
-            f"pairs must be a list of (source, target) pairs of str, got {type(pairs).__name__}"
-        )
-    pairs = list(pairs)
-    for i, pair in enumerate(pairs):
-        if not (
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and all(isinstance(x, str) for x in pair)
-        ):
-            raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got {pair!r:.80}")
-    return pairs
-
-
 def encode_fitting(
     pairs: Sequence[Tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int
 ) -> Tuple[List[Tuple[str, str]], List[Example]]:
     """The ``(source, target)`` pairs that :func:`fits` ``max_len``, and their ids."""
     check_int(max_len, "max_len", 2)
-    pairs = _check_pairs(pairs)
+    pairs = check_pairs(pairs)
     ids = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in pairs]
     keep = [i for i, p in enumerate(ids) if fits(p, max_len)]
     return [pairs[i] for i in keep], [ids[i] for i in keep]
@@ -104,53 +93,11 @@ def encode_pairs(
     if max_len is not None:
         check_int(max_len, "max_len", 2)
     examples = []
-    for pair in _check_pairs(pairs):
+    for pair in check_pairs(pairs):
         src, tgt = src_tok.encode(pair[0]), tgt_tok.encode(pair[1])
         if max_len is None or fits((src, tgt), max_len):
             examples.append((src, tgt))
     return examples
-
-
-def _check_examples(examples) -> List[Example]:
-    """``examples`` as a list of (src_ids, tgt_ids) lists of non-negative ints."""
-    if isinstance(examples, (str, bytes, torch.Tensor)) or not hasattr(examples, "__iter__"):
-        raise TypeError(
-            f"examples must be a list of (src_ids, tgt_ids) pairs, got {type(examples).__name__}"
-        )
-    return [_check_example(ex, i) for i, ex in enumerate(examples)]
-
-
-def _check_example(ex, i: int) -> Example:
-    if not (isinstance(ex, (tuple, list)) and len(ex) == 2):
-        raise TypeError(f"examples[{i}] must be a (src_ids, tgt_ids) pair, got {ex!r:.80}")
-    src, tgt = (_id_list(ids, f"examples[{i}][{j}]") for j, ids in enumerate(ex))
-    if not src:
-        raise ValueError(f"examples[{i}] has an empty source")
-    return src, tgt
-
-
-def _id_list(ids, name: str) -> List[int]:
-    """A sequence of token ids (list, tuple, 1-D tensor or array) as a list of ints >= 0."""
-    if hasattr(ids, "tolist") and getattr(ids, "ndim", 1) == 1:
-        ids = ids.tolist()
-    if not isinstance(ids, (list, tuple)):
-        raise TypeError(
-            f"{name} must be a list of token ids (int), got {type(ids).__name__} {ids!r:.40}"
-        )
-    bad = [i for i in ids if isinstance(i, bool) or not hasattr(i, "__index__")]
-    if bad:
-        raise TypeError(
-            f"{name} must hold token ids (int >= 0), got {bad[0]!r} ({type(bad[0]).__name__})"
-        )
-    ids = [int(i) for i in ids]
-    if ids and min(ids) < 0:
-        raise ValueError(f"{name} must hold token ids (int >= 0), got {min(ids)}")
-    return ids
-
-
-def _check_special_ids(pad_id, bos_id, eos_id) -> None:
-    for name, value in (("pad_id", pad_id), ("bos_id", bos_id), ("eos_id", eos_id)):
-        check_int(value, name, 0)
 
 
 def _cost(ex: Example) -> int:
@@ -181,7 +128,7 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tenso
     check_int(pad_id, "pad_id", 0)
     if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
         raise TypeError(f"rows must be a list of lists of token ids, got {type(rows).__name__}")
-    rows = [_id_list(r, f"rows[{i}]") for i, r in enumerate(rows)]
+    rows = [id_list(r, f"rows[{i}]") for i, r in enumerate(rows)]
     if not rows:
         raise ValueError("rows is empty: nothing to pad")
     width = max(len(r) for r in rows)
@@ -196,7 +143,7 @@ def make_batch(
     eos_id: int = EOS_ID,
 ) -> Batch:
     """Pad the chosen examples into one :class:`Batch`."""
-    _check_special_ids(pad_id, bos_id, eos_id)
+    check_special_ids(pad_id, bos_id, eos_id)
     if not hasattr(examples, "__getitem__") or isinstance(examples, (str, bytes)):
         raise TypeError(
             f"examples must be a list of (src_ids, tgt_ids) pairs, got {type(examples).__name__}"
@@ -208,7 +155,7 @@ def make_batch(
     indices = [check_int(i, f"indices[{k}]", 0, len(examples) - 1) for k, i in enumerate(indices)]
     if not indices:
         raise ValueError("indices is empty: a batch needs at least one example")
-    chosen = [_check_example(examples[i], i) for i in indices]
+    chosen = [check_example(examples[i], i) for i in indices]
     src = pad_rows([list(s) for s, _ in chosen], pad_id)  # (B, S)
     tgt_in = pad_rows([[bos_id] + list(t) for _, t in chosen], pad_id)  # (B, T)
     tgt_out = pad_rows([list(t) + [eos_id] for _, t in chosen], pad_id)  # (B, T)
@@ -235,8 +182,8 @@ def token_batches(
     check_int(max_tokens, "max_tokens", 1)
     check_int(seed, "seed")
     check_bool(shuffle, "shuffle")
-    _check_special_ids(pad_id, bos_id, eos_id)
-    examples = _check_examples(examples)
+    check_special_ids(pad_id, bos_id, eos_id)
+    examples = check_examples(examples)
     if not examples:
         return []
     longest = max(range(len(examples)), key=lambda i: _cost(examples[i]))
