@@ -18,7 +18,7 @@ from ..training.trainer import pick_device
 from .args import device_problem, folder_problem
 
 # The job's fields and the flags that set them: the one map from the library's names to the
-# command line's, for building the job (:func:`~.train_command.job_from`) and naming flags
+# command line's, for building the job (:func:`~.train_setup.job_from`) and naming flags
 # in messages.
 FLAGS = {
     "data.task": "--task",

@@ -23,23 +23,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Optional
 
 import torch
 
 from .. import fast
-from ..config import TransformerConfig
-from ..training.checkpoint import CheckpointError, load_checkpoint
-from ..training.distributed import DistContext, cleanup, init_distributed
+from ..training.distributed import cleanup, init_distributed
+from ..training.job import Pairs
 from ..training.metrics import evaluate_translation
-from ..data.tokenizers import tokenizer_from_dict
-from ..training.job import DataSpec, JobError, ModelSpec, Pairs, TrainJob
-from ..training.job import prepare as prepare_job
-from ..training.trainer import Trainer, TrainSettings, pick_device
+from ..training.trainer import Trainer, pick_device
 from .stopping import (
     GracefulStop,
     diverged,
@@ -50,96 +45,12 @@ from .stopping import (
     stopped_at_once,
 )
 from .train_args import train_parser
-from .train_checks import FLAGS, UsageError, check_args, check_resume, dest, in_flags
+from .train_checks import UsageError, check_args
+from .train_setup import prepare
 
 
 def build_parser() -> argparse.ArgumentParser:
     return train_parser(__doc__)
-
-
-def read_resumed(ckpt_path: Path):
-    """The checkpoint to resume, or a usage error saying why it cannot be."""
-    try:
-        ckpt = load_checkpoint(ckpt_path)
-    except CheckpointError as e:
-        raise UsageError(f"--resume: {e}") from None
-    missing = [
-        k for k in ("config", "model", "src_tokenizer", "tgt_tokenizer", "step") if k not in ckpt
-    ]
-    if missing:
-        raise UsageError(
-            f"--resume: {ckpt_path} is not a training checkpoint (no {', '.join(missing)})"
-        )
-    return ckpt
-
-
-def job_from(args: argparse.Namespace, ckpt_path: Path) -> TrainJob:
-    """The run the flags describe, as a library :class:`TrainJob`."""
-    fields = {
-        part: {
-            f[len(part) + 1 :]: getattr(args, dest(f)) for f in FLAGS if f.startswith(part + ".")
-        }
-        for part in ("data", "model", "settings")
-    }
-    data = DataSpec(**fields["data"])
-    model = fields["model"]
-    sizes = {name: value for name, value in model.items() if name != "preset" and value is not None}
-    settings = TrainSettings(
-        **fields["settings"], checkpoint=str(ckpt_path), progress=not args.no_progress
-    )
-    return TrainJob(data, ModelSpec(model["preset"], sizes), settings)
-
-
-def prepare(
-    args: argparse.Namespace,
-    ckpt_path: Path,
-    dist: DistContext,
-    device: torch.device,
-    kernels: bool,
-) -> Tuple[Trainer, Optional[Pairs]]:
-    """Everything before the first step, with every check that can be made now.
-
-    -> (trainer, test pairs or None)."""
-    ckpt = read_resumed(ckpt_path) if args.resume else None
-    job = job_from(args, ckpt_path)
-    resumed: Dict[str, Any] = {}
-    notes: List[str] = []
-    if ckpt is not None:
-        check_resume(args, ckpt, job, notes)
-        job = dataclasses.replace(job, model=TransformerConfig(**ckpt["config"]))
-        resumed = {
-            "tokenizers": (
-                tokenizer_from_dict(ckpt["src_tokenizer"]),
-                tokenizer_from_dict(ckpt["tgt_tokenizer"]),
-            )
-        }
-    extra = {
-        "command": "python -m transformer_lib.train " + shlex.join(sys.argv[1:]),
-        "task": args.task or args.corpus or "corpus",
-    }
-    try:
-        run = prepare_job(job, device=str(device), dist=dist, extra=extra, **resumed)
-    except JobError as e:
-        raise UsageError(in_flags(args, e.field, e.message)) from None
-    notes += [f"note: {in_flags(args, field, message)}" for field, message in run.notes]
-    del ckpt  # the trainer reads it again below
-    if dist.is_main:
-        for note in notes:
-            print(note, flush=True)
-    if device.type == "cpu" and not args.compile:
-        fast.accelerate(run.trainer.model, kernels=kernels)  # same model, faster CPU steps
-    if args.compile:  # the plain model, the training step only; validation is eager
-        run.trainer.ddp_model = torch.compile(  # type: ignore[assignment]
-            run.trainer.ddp_model, backend=args.compile, dynamic=True
-        )
-        if dist.is_main:
-            print(
-                f"torch.compile: on (backend {args.compile}); the first steps compile the model",
-                flush=True,
-            )
-    if args.resume:
-        run.trainer.resume()
-    return run.trainer, run.test_pairs
 
 
 @dataclasses.dataclass
@@ -175,28 +86,34 @@ def run(
             "(validation included)"
         )
     if test_pairs is not None and dist.is_main and trainer.stop_signal is None:
-        src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
-        scores = evaluate_translation(
-            trainer.model,
-            test_pairs,
-            src_tok,
-            tgt_tok,
-            trainer.settings.decode_max_len,
-            trainer.settings.bleu_tokenize,
-            trainer.device,
-        )
-        trainer.extra["test"] = {
-            "exact_match": scores["exact_match"],
-            "bleu": scores["bleu"],
-            "n": len(test_pairs),
-        }
-        trainer.save()
-        print(
-            f"test: exact match {100 * scores['exact_match']:.2f}%  "
-            f"BLEU {scores['bleu']:.2f}  ({len(test_pairs)} pairs)"
-        )
+        score_test_pairs(trainer, test_pairs)
     cleanup(dist)
     return trainer
+
+
+def score_test_pairs(trainer: Trainer, test_pairs: Pairs) -> None:
+    """The trained model's exact match and BLEU on the test pairs: printed, and stored in
+    the checkpoint (``extra["test"]``)."""
+    src_tok, tgt_tok = trainer.src_tok, trainer.tgt_tok
+    scores = evaluate_translation(
+        trainer.model,
+        test_pairs,
+        src_tok,
+        tgt_tok,
+        trainer.settings.decode_max_len,
+        trainer.settings.bleu_tokenize,
+        trainer.device,
+    )
+    trainer.extra["test"] = {
+        "exact_match": scores["exact_match"],
+        "bleu": scores["bleu"],
+        "n": len(test_pairs),
+    }
+    trainer.save()
+    print(
+        f"test: exact match {100 * scores['exact_match']:.2f}%  "
+        f"BLEU {scores['bleu']:.2f}  ({len(test_pairs)} pairs)"
+    )
 
 
 def wants_compiled_kernels(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
