@@ -88,12 +88,12 @@ def write_lines(lines: Sequence[str]) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def load_checked(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """The checkpoint's (model, src_tok, tgt_tok) on the chosen device, or a usage error
+    (exit 2; exit 1 for a file that cannot be loaded) saying what is wrong."""
     from ..training.checkpoint import load_model
     from ..training.settings import pick_device
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
     problem = device_problem(args.device)
     if problem is not None:
         parser.error(problem)
@@ -112,6 +112,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(
             f"--max-len {args.max_len} exceeds the model's max_len ({model.config.max_len})"
         )
+    return model, src_tok, tgt_tok
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    model, src_tok, tgt_tok = load_checked(parser, args)
     lines = read_lines(parser)
     warn_about(
         source_report(src_tok, lines, model.config.max_len), model.config.max_len, len(lines)
