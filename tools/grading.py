@@ -137,6 +137,28 @@ def readme(rows: Dict[str, List[Graded]]) -> str:
     return README.format(shell=shell, table="\n".join(table))
 
 
+def write_source(folder: Path, name: str, nb: dict, source: dict) -> None:
+    """An assignment's source notebook (``source``, made from ``nb``) and the images it
+    shows, in ``folder`` (made)."""
+    folder.mkdir(parents=True)
+    for image in images(nb):
+        (folder / "images").mkdir(exist_ok=True)
+        shutil.copy2(ROOT / "images" / image, folder / "images" / image)
+    (folder / f"{name}.ipynb").write_text(
+        json.dumps(source, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+
+
+def uses_checkpoints(nbs: List[dict]) -> bool:
+    """Whether a code cell of these notebooks loads a shipped checkpoint."""
+    return any(
+        CHECKPOINT_USE.search(cell_text(c))
+        for nb in nbs
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+    )
+
+
 def build(nbs: Dict[str, dict], out: Path, log: Callable[[str], None] = print) -> Dict[str, int]:
     """Write the nbgrader course into ``out`` (made; it must not exist or be empty): one
     assignment per notebook with exercises. Returns each assignment's points."""
@@ -147,14 +169,7 @@ def build(nbs: Dict[str, dict], out: Path, log: Callable[[str], None] = print) -
         source, graded = source_notebook(nb, name)
         if not graded:
             continue
-        folder = out / "source" / name
-        folder.mkdir(parents=True)
-        for image in images(nb):
-            (folder / "images").mkdir(exist_ok=True)
-            shutil.copy2(ROOT / "images" / image, folder / "images" / image)
-        (folder / f"{name}.ipynb").write_text(
-            json.dumps(source, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
+        write_source(out / "source" / name, name, nb, source)
         rows[name] = graded
         shown = [g.number for g in graded if not g.stub_kept]
         if shown:
@@ -168,12 +183,7 @@ def build(nbs: Dict[str, dict], out: Path, log: Callable[[str], None] = print) -
         CONFIG.format(course_id=COURSE_ID, stub=stub), encoding="utf-8"
     )
     (out / "README.md").write_text(readme(rows), encoding="utf-8")
-    if any(
-        CHECKPOINT_USE.search(cell_text(c))
-        for name in rows
-        for c in nbs[name]["cells"]
-        if c["cell_type"] == "code"
-    ):
+    if uses_checkpoints([nbs[name] for name in rows]):
         (out / "checkpoints").mkdir()
         for ckpt in (ROOT / "checkpoints").glob("*.pt"):
             shutil.copy2(ckpt, out / "checkpoints" / ckpt.name)
