@@ -80,19 +80,25 @@ def corpus_pin(dev_sh: Path = ROOT / "dev.sh") -> str:
     return match.group(1)
 
 
+def copy_sources(src: Path) -> None:
+    """What the wheel is built from, copied into ``src`` (made): pyproject.toml, README.md
+    and the package, without its byte-code caches."""
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(
+        ROOT / "transformer_lib",
+        src / "transformer_lib",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+
+
 def build_wheel(dest: Path) -> Path:
     """The transformer_lib wheel, built offline from a clean copy of the package's sources."""
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"
-        src.mkdir()
-        for name in ("pyproject.toml", "README.md"):
-            shutil.copy2(ROOT / name, src / name)
-        shutil.copytree(
-            ROOT / "transformer_lib",
-            src / "transformer_lib",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-        )
+        copy_sources(src)
         env = dict(os.environ, SOURCE_DATE_EPOCH=FIXED_DATE, PIP_NO_INPUT="1")
         done = subprocess.run(
             [
