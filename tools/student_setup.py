@@ -151,8 +151,8 @@ def run(args: argparse.Namespace, bundle: Path) -> int:
     return 0
 
 
-def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_install_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags that choose what is installed, and where."""
     parser.add_argument(
         "--venv",
         type=Path,
@@ -175,6 +175,11 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         action="store_true",
         help="let the environment see the packages of the Python running this",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_install_flags(parser)
     parser.add_argument(
         "--no-lab", action="store_true", help="set up and check, do not open JupyterLab"
     )
@@ -190,6 +195,11 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         nargs="*",
         help="extra arguments for JupyterLab (after --, e.g. -- --allow-root)",
     )
+    return parser
+
+
+def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.system != this_system() and not args.dry_run:
         parser.exit(
