@@ -149,6 +149,19 @@ def _examples(
     return out
 
 
+def _check_formats(formats: Sequence[str]) -> List[str]:
+    """``formats`` as a non-empty list of names in ``DATE_FORMATS``."""
+    formats = list(formats)
+    unknown = [f for f in formats if f not in FORMATS]
+    if not formats or unknown:
+        raise ValueError(
+            f"formats must be a non-empty list of DATE_FORMATS names, got unknown {unknown}"
+            if unknown
+            else "formats is empty"
+        )
+    return formats
+
+
 def make_date_splits(
     n_train: int = 20000,
     n_valid: int = 1000,
@@ -166,14 +179,7 @@ def make_date_splits(
     for name, value in (("n_train", n_train), ("n_valid", n_valid), ("n_test", n_test)):
         check_int(value, name, 0)
     check_int(seed, "seed")
-    formats = list(DATE_FORMATS if formats is None else formats)
-    unknown = [f for f in formats if f not in FORMATS]
-    if not formats or unknown:
-        raise ValueError(
-            f"formats must be a non-empty list of DATE_FORMATS names, got unknown {unknown}"
-            if unknown
-            else "formats is empty"
-        )
+    formats = _check_formats(DATE_FORMATS if formats is None else formats)
     n_days = (DATE_MAX - DATE_MIN).days + 1
     if n_test + n_valid + (n_train > 0) > n_days:
         raise ValueError(
