@@ -38,35 +38,40 @@ def positional_encoding(
 
     def draw(d_model, position, dimension):
         controls["dimension"].max = d_model - 1  # may lower the dimension
-        dimension = controls["dimension"].value
-        table = sinusoidal_table(max_len, d_model)  # (L, D)
-        fig = plt.figure(figsize=(10, 6.4), layout="constrained")
-        grid = fig.add_gridspec(2, 2, height_ratios=(1.1, 1))
-        heat, curves, sims = (
-            fig.add_subplot(grid[0, :]),
-            fig.add_subplot(grid[1, 0]),
-            fig.add_subplot(grid[1, 1]),
-        )
-        plotting.positional_heatmap(
-            table,
-            ax=heat,
-            title=f"PE table, d_model = {d_model} (lines: the chosen position and dimension)",
-        )
-        heat.axhline(position, color="black", linewidth=1)
-        heat.axvline(dimension, color="black", linewidth=1, linestyle="--")
-        pair = dimension - dimension % 2  # the pair's sin column
-        wavelength = 2 * math.pi * 10000 ** (pair / d_model)
-        plotting.positional_curves(
-            table,
-            [pair, pair + 1],
-            ax=curves,
-            title=(f"dims {pair}, {pair + 1} (pair i = {pair // 2}): wavelength {wavelength:,.1f}"),
-        )
-        curves.axvline(position, color="black", linewidth=1)
-        plotting.positional_similarity(table, position, ax=sims)
-        return fig, ""
+        return _positional_figure(max_len, d_model, position, controls["dimension"].value), ""
 
     return Explorer("Positional-encoding", controls, draw)
+
+
+def _positional_figure(max_len: int, d_model: int, position: int, dimension: int):
+    """The table's heatmap, the chosen dimension's (sin, cos) pair against position, and the
+    chosen position's similarity to every other (§3.5)."""
+    table = sinusoidal_table(max_len, d_model)  # (L, D)
+    fig = plt.figure(figsize=(10, 6.4), layout="constrained")
+    grid = fig.add_gridspec(2, 2, height_ratios=(1.1, 1))
+    heat, curves, sims = (
+        fig.add_subplot(grid[0, :]),
+        fig.add_subplot(grid[1, 0]),
+        fig.add_subplot(grid[1, 1]),
+    )
+    plotting.positional_heatmap(
+        table,
+        ax=heat,
+        title=f"PE table, d_model = {d_model} (lines: the chosen position and dimension)",
+    )
+    heat.axhline(position, color="black", linewidth=1)
+    heat.axvline(dimension, color="black", linewidth=1, linestyle="--")
+    pair = dimension - dimension % 2  # the pair's sin column
+    wavelength = 2 * math.pi * 10000 ** (pair / d_model)
+    plotting.positional_curves(
+        table,
+        [pair, pair + 1],
+        ax=curves,
+        title=(f"dims {pair}, {pair + 1} (pair i = {pair // 2}): wavelength {wavelength:,.1f}"),
+    )
+    curves.axvline(position, color="black", linewidth=1)
+    plotting.positional_similarity(table, position, ax=sims)
+    return fig
 
 
 # ----------------------------------------------------------------------------------------
@@ -94,39 +99,50 @@ def masks(
     def draw(src_len, src_pad, tgt_len, tgt_pad):
         controls["src_pad"].max, controls["tgt_pad"].max = src_len - 1, tgt_len - 1
         src_pad, tgt_pad = controls["src_pad"].value, controls["tgt_pad"].value
-        src, s_tokens = _padded(src_len, src_pad, "s")  # (1, S)
-        tgt, t_tokens = _padded(tgt_len, tgt_pad, "t")  # (1, T)
-        src_keys = padding_mask(src, 0)  # (1, 1, 1, S)
-        panels = [
-            (
-                "source padding\n(encoder self-attention)",
-                src_keys.expand(1, 1, src_len, src_len),
-                s_tokens,
-                s_tokens,
-            ),
-            ("causal", causal_mask(tgt_len), t_tokens, t_tokens),
-            (
-                "causal & target padding\n(decoder self-attention)",
-                combine(padding_mask(tgt, 0), causal_mask(tgt_len)),
-                t_tokens,
-                t_tokens,
-            ),
-            (
-                "source padding\n(cross-attention)",
-                src_keys.expand(1, 1, tgt_len, src_len),
-                t_tokens,
-                s_tokens,
-            ),
-        ]
-        fig, axes = plt.subplots(1, 4, figsize=(10, 3.6), layout="constrained")
-        for ax, (title, mask, rows, cols) in zip(axes, panels):
-            plotting.mask_grid(mask, rows, cols, ax=ax, title=title)
-            ax.set_ylabel(f"query ({'source' if rows is s_tokens else 'target'})")
-            ax.set_xlabel(f"key ({'source' if cols is s_tokens else 'target'})")
-        fig.suptitle("Masks, True = may attend (filled); white = blocked", fontsize="medium")
-        return fig, ""
+        return _masks_figure(*_mask_panels(src_len, src_pad, tgt_len, tgt_pad)), ""
 
     return Explorer("Mask", controls, draw)
+
+
+def _mask_panels(src_len: int, src_pad: int, tgt_len: int, tgt_pad: int):
+    """(title, mask, query labels, key labels) of the four masks of the model (§3.2.3), and
+    the source's labels."""
+    src, s_tokens = _padded(src_len, src_pad, "s")  # (1, S)
+    tgt, t_tokens = _padded(tgt_len, tgt_pad, "t")  # (1, T)
+    src_keys = padding_mask(src, 0)  # (1, 1, 1, S)
+    panels = [
+        (
+            "source padding\n(encoder self-attention)",
+            src_keys.expand(1, 1, src_len, src_len),
+            s_tokens,
+            s_tokens,
+        ),
+        ("causal", causal_mask(tgt_len), t_tokens, t_tokens),
+        (
+            "causal & target padding\n(decoder self-attention)",
+            combine(padding_mask(tgt, 0), causal_mask(tgt_len)),
+            t_tokens,
+            t_tokens,
+        ),
+        (
+            "source padding\n(cross-attention)",
+            src_keys.expand(1, 1, tgt_len, src_len),
+            t_tokens,
+            s_tokens,
+        ),
+    ]
+    return panels, s_tokens
+
+
+def _masks_figure(panels: list, s_tokens: list):
+    """The masks side by side, queries down, keys across."""
+    fig, axes = plt.subplots(1, 4, figsize=(10, 3.6), layout="constrained")
+    for ax, (title, mask, rows, cols) in zip(axes, panels):
+        plotting.mask_grid(mask, rows, cols, ax=ax, title=title)
+        ax.set_ylabel(f"query ({'source' if rows is s_tokens else 'target'})")
+        ax.set_xlabel(f"key ({'source' if cols is s_tokens else 'target'})")
+    fig.suptitle("Masks, True = may attend (filled); white = blocked", fontsize="medium")
+    return fig
 
 
 def _padded(length: int, pad: int, prefix: str):
