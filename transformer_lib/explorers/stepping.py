@@ -53,6 +53,13 @@ def decoding(
         step.disabled = stepper.done
         return plot_decoding_step(stepper, tgt_tok), step_message(stepper, tgt_tok)
 
+    return _with_buttons(controls, draw, state, step, restart)
+
+
+def _with_buttons(controls, draw, state: Dict[str, Any], step, restart) -> Explorer:
+    """The decoding explorer with its buttons: "next token" takes one step of
+    ``state["stepper"]`` and redraws, "restart" starts the decoding again."""
+
     def next_token(_):
         if "stepper" in state and _reported(explorer, state["stepper"].step):
             explorer.update()
@@ -163,26 +170,37 @@ class StepDecoder:
 def plot_decoding_step(stepper: StepDecoder, tokenizer: Tokenizer) -> plt.Figure:
     """Greedy's candidates at the last step (left) and the beam's hypotheses (right)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.4), layout="constrained")
+    _plot_greedy_candidates(left, stepper, tokenizer)
+    _plot_beam_hypotheses(right, stepper, tokenizer)
+    return fig
+
+
+def _plot_greedy_candidates(ax, stepper: StepDecoder, tokenizer: Tokenizer) -> None:
+    """Greedy's ``top`` candidates at the last step, with their probabilities."""
     greedy_prefix = tokenizer.decode(stepper.greedy[0, :-1].tolist())
     if stepper.candidates is None:
-        left.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
+        ax.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
     else:
         probs = stepper.candidates.values.exp().tolist()
         labels = [repr(tokenizer.id_to_token(i)) for i in stepper.candidates.indices.tolist()]
         colours = ["tab:orange"] + ["tab:blue"] * (len(probs) - 1)
-        bars = left.barh(range(len(probs)), probs, color=colours)
-        left.bar_label(bars, fmt="%.3f", padding=3)
-        left.set_yticks(range(len(probs)), labels)
-        left.invert_yaxis()
-        left.set_xlim(0, 1)
-    left.set_xlabel("probability (orange: greedy's pick)")
-    left.set_ylabel("candidate next token")
-    left.set_title(f"greedy, step {stepper.steps}: after {greedy_prefix!r}", fontsize="medium")
+        bars = ax.barh(range(len(probs)), probs, color=colours)
+        ax.bar_label(bars, fmt="%.3f", padding=3)
+        ax.set_yticks(range(len(probs)), labels)
+        ax.invert_yaxis()
+        ax.set_xlim(0, 1)
+    ax.set_xlabel("probability (orange: greedy's pick)")
+    ax.set_ylabel("candidate next token")
+    ax.set_title(f"greedy, step {stepper.steps}: after {greedy_prefix!r}", fontsize="medium")
+
+
+def _plot_beam_hypotheses(ax, stepper: StepDecoder, tokenizer: Tokenizer) -> None:
+    """The beam's hypotheses, ranked by their score log P / lp (GNMT's length penalty)."""
     beam = stepper.beam
     ranked = (beam.scores / gnmt_length_penalty(beam.lengths, beam.alpha))[0]  # (K,)
     keep = [k for k in range(beam.K) if math.isfinite(float(ranked[k]))]
     if stepper.steps == 0 or not keep:
-        right.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
+        ax.text(0.5, 0.5, 'press "next token"', ha="center", va="center")
     else:
         order = sorted(keep, key=lambda k: -float(ranked[k]))
         labels = [
@@ -190,14 +208,13 @@ def plot_decoding_step(stepper: StepDecoder, tokenizer: Tokenizer) -> plt.Figure
             + (" </s>" if bool(beam.finished[0, k]) else "")
             for k in order
         ]
-        bars = right.barh(range(len(order)), [float(ranked[k]) for k in order], color="tab:green")
-        right.bar_label(bars, fmt="%.2f", padding=3)
-        right.margins(x=0.15)
-        right.set_yticks(range(len(order)), labels)
-        right.invert_yaxis()
-    right.set_xlabel("score log P / lp (0 is best)")
-    right.set_ylabel("hypothesis")
-    right.set_title(
+        bars = ax.barh(range(len(order)), [float(ranked[k]) for k in order], color="tab:green")
+        ax.bar_label(bars, fmt="%.2f", padding=3)
+        ax.margins(x=0.15)
+        ax.set_yticks(range(len(order)), labels)
+        ax.invert_yaxis()
+    ax.set_xlabel("score log P / lp (0 is best)")
+    ax.set_ylabel("hypothesis")
+    ax.set_title(
         f"beam search, K = {beam.K}, alpha = {beam.alpha}: hypotheses kept", fontsize="medium"
     )
-    return fig
