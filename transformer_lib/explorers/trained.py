@@ -145,21 +145,36 @@ def attention(model: ModelSource = None, text: str = "Friday, 5 March 2021") -> 
 
     def draw(text, kind, layer, head):
         translation, weights, source, ins, rows = run(text)
-        queries, keys = {
-            "encoder": (source, source),
-            "decoder_self": (rows, ins),
-            "decoder_cross": (rows, source),
-        }[kind]
-        w = weights[kind][layer][0, head : head + 1]  # (1, T_q, T_k)
-        cell = min(0.3, 9 / max(len(queries), len(keys)))
-        fig = plotting.attention_heads(w, queries, keys, cell=cell)
-        ax = fig.axes[0]
-        ax.set_title(
-            f"{next(k for k, v in KINDS.items() if v == kind)}, layer {layer}, head {head}",
-            fontsize="medium",
-        )
-        ax.set_xlabel("key: " + ("decoder input" if kind == "decoder_self" else "source"))
-        ax.set_ylabel("query: " + ("source" if kind == "encoder" else "input→predicted"))
+        fig = attention_figure(weights, source, ins, rows, kind, layer, head)
         return fig, f"translation: {translation}"
 
     return Explorer("Attention", controls, draw)
+
+
+def attention_figure(
+    weights: Dict[str, Any],
+    source: List[str],
+    ins: List[str],
+    rows: List[str],
+    kind: str,
+    layer: int,
+    head: int,
+):
+    """One head's attention weights as a heatmap, queries down, keys across, labelled with
+    the tokens of :func:`translated_with_weights` (§3.2.3's three uses of attention)."""
+    queries, keys = {
+        "encoder": (source, source),
+        "decoder_self": (rows, ins),
+        "decoder_cross": (rows, source),
+    }[kind]
+    w = weights[kind][layer][0, head : head + 1]  # (1, T_q, T_k)
+    cell = min(0.3, 9 / max(len(queries), len(keys)))
+    fig = plotting.attention_heads(w, queries, keys, cell=cell)
+    ax = fig.axes[0]
+    ax.set_title(
+        f"{next(k for k, v in KINDS.items() if v == kind)}, layer {layer}, head {head}",
+        fontsize="medium",
+    )
+    ax.set_xlabel("key: " + ("decoder input" if kind == "decoder_self" else "source"))
+    ax.set_ylabel("query: " + ("source" if kind == "encoder" else "input→predicted"))
+    return fig
