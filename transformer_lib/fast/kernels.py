@@ -119,15 +119,9 @@ def _build_lock(build_dir: Path, wait_s: float = BUILD_WAIT_S):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def load() -> ModuleType:
-    """The compiled kernels, built on first use (~30 s) and cached by PyTorch.
-
-    Raises:
-        RuntimeError: naming what is missing (a C++ compiler, ninja) or why the build failed.
-    """
-    global _module
-    if _module is not None:
-        return _module
+def _check_build_tools() -> None:
+    """The ninja build tool (the PyPI package's, put on PATH, if none is installed) and a
+    C++ compiler, or a RuntimeError naming the one missing."""
     if shutil.which("ninja") is None:
         try:  # the `ninja` package from PyPI
             import ninja
@@ -142,6 +136,18 @@ def load() -> ModuleType:
             "the compiled CPU kernels need a C++ compiler (c++, or the one named "
             "by $CXX); install one, or leave them off"
         )
+
+
+def load() -> ModuleType:
+    """The compiled kernels, built on first use (~30 s) and cached by PyTorch.
+
+    Raises:
+        RuntimeError: naming what is missing (a C++ compiler, ninja) or why the build failed.
+    """
+    global _module
+    if _module is not None:
+        return _module
+    _check_build_tools()
     from torch.utils.cpp_extension import _get_build_directory, load_inline
 
     source = SOURCE_FILE.read_text()
