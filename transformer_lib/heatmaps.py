@@ -73,36 +73,35 @@ def attention_heads(
     axis titles of the figure.
     """
     w, tokens_q, tokens_k = _heads_and_tokens(weights, tokens_q, tokens_k)  # (L, H, T_q, T_k)
-    if columns is not None:
-        check_int(columns, "columns", 1)
-    if per_row:
-        w = w / w.amax(dim=-1, keepdim=True).clamp_min(1e-12)  # (L, H, T_q, T_k)
-        vmax = 1.0
-    vmax = float(w.max()) if vmax is None else vmax
+    w, vmax = _colour_scale(w, vmax, per_row)  # (L, H, T_q, T_k)
     n_rows, n_cols, scale = _grid(w.shape, columns, cell)
     size = (
         scale * w.shape[3] * n_cols + 1.8 + 0.3 * bool(query_label),
         scale * w.shape[2] * n_rows + 1.2 + 0.3 * bool(title) + 0.3 * bool(key_label),
     )
     fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
-    im = _draw_heads(
-        axes,
-        w,
-        tokens_q,
-        tokens_k,
-        vmax,
-        min(10.0, 0.8 * 72 * scale),
-        columns is not None,
-        row_labels,
-    )  # a tick label fits its cell
-    for ax in axes.flat[w.shape[0] * w.shape[1] :]:
+    fontsize = min(10.0, 0.8 * 72 * scale)  # a tick label fits its cell
+    im = _draw_heads(axes, w, tokens_q, tokens_k, vmax, fontsize, columns is not None, row_labels)
+    colour_label = "weight / its row's maximum" if per_row else "attention weight"
+    _finish(fig, axes, im, w.shape[0] * w.shape[1], colour_label, title, query_label, key_label)
+    return fig
+
+
+def _colour_scale(w: Tensor, vmax: Optional[float], per_row: bool) -> Tuple[Tensor, float]:
+    """The weights to draw and the top of their colour scale: each query's row divided by
+    its maximum with ``per_row`` (scale [0, 1]), else ``vmax`` or the largest weight."""
+    if per_row:
+        w = w / w.amax(dim=-1, keepdim=True).clamp_min(1e-12)  # (L, H, T_q, T_k)
+        vmax = 1.0
+    return w, float(w.max()) if vmax is None else vmax
+
+
+def _finish(fig, axes, im, n_panels: int, colour_label: str, title, query_label, key_label):
+    """Blank the panels after the first ``n_panels``; one colour bar for all; the figure's
+    axis titles and title, where given."""
+    for ax in axes.flat[n_panels:]:
         ax.axis("off")
-    fig.colorbar(
-        im,
-        ax=axes,
-        shrink=0.8,
-        label="weight / its row's maximum" if per_row else "attention weight",
-    )
+    fig.colorbar(im, ax=axes, shrink=0.8, label=colour_label)
     for text, put in (
         (query_label, fig.supylabel),
         (key_label, fig.supxlabel),
@@ -110,7 +109,6 @@ def attention_heads(
     ):
         if text:
             put(text)
-    return fig
 
 
 def _heads_and_tokens(
@@ -130,8 +128,11 @@ def _heads_and_tokens(
 
 
 def _grid(shape, columns: Optional[int], cell: float) -> Tuple[int, int, float]:
-    """Rows and columns of panels for weights of ``shape`` (L, H, T_q, T_k), and the inches
-    per token: ``cell``, raised so that panels are >= 1.8" and tick labels readable."""
+    """Rows and columns of panels for weights of ``shape`` (L, H, T_q, T_k), ``columns`` a
+    row (checked; default: one per head), and the inches per token: ``cell``, raised so
+    that panels are >= 1.8" and tick labels readable."""
+    if columns is not None:
+        check_int(columns, "columns", 1)
     n_layers, n_heads, t_q, t_k = shape
     n_cols = n_heads if columns is None else min(columns, n_layers * n_heads)
     n_rows = -(-n_layers * n_heads // n_cols)
