@@ -146,6 +146,52 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _build_model(
+    job: TrainJob, src_tok: Tokenizer, tgt_tok: Tokenizer, model_state: Optional[Dict[str, Any]]
+) -> Transformer:
+    """The job's model (its preset sized to the tokenizers, or its own config), checked
+    against the tokenizers' vocabularies, with ``model_state`` loaded if given."""
+    config = (
+        job.model
+        if isinstance(job.model, TransformerConfig)
+        else job.model.config(src_tok.vocab_size)
+    )
+    if (config.src_vocab_size, config.tgt_vocab_size) != (src_tok.vocab_size, tgt_tok.vocab_size):
+        raise JobError(
+            "model",
+            f"vocabulary sizes {config.src_vocab_size}/"
+            f"{config.tgt_vocab_size} differ from the tokenizers' "
+            f"{src_tok.vocab_size}/{tgt_tok.vocab_size}",
+        )
+    model = Transformer(config)
+    if model_state is not None:
+        model.load_state_dict(model_state)
+    return model
+
+
+def _encode_splits(
+    splits: Dict[str, Any], src_tok: Tokenizer, tgt_tok: Tokenizer, max_len: int, notes: List[Note]
+) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    """Every split encoded once with the one length filter: (kept pairs and their ids,
+    pairs left out per split); a note for each split that lost pairs."""
+    kept: Dict[str, Any] = {}
+    left_out: Dict[str, int] = {}
+    for name in SPLITS:
+        split = splits.get(name)
+        if split is not None:
+            pairs, ids, dropped = encode_split(name, split, src_tok, tgt_tok, max_len)
+            kept[name], kept[name + "_ids"], left_out[name] = pairs, ids, dropped
+            if dropped:
+                notes.append(
+                    (
+                        f"data.{name}",
+                        f"{dropped} of {len(split)} pairs are "
+                        f"longer than max_len={max_len} tokens and are left out",
+                    )
+                )
+    return kept, left_out
+
+
 def prepare(
     job: TrainJob,
     *,
@@ -166,36 +212,8 @@ def prepare(
     splits = job.data.load()
     notes: List[Note] = []
     src_tok, tgt_tok = tokenizers or new_tokenizers(job.data, splits["train"] or [], notes)
-    config = (
-        job.model
-        if isinstance(job.model, TransformerConfig)
-        else job.model.config(src_tok.vocab_size)
-    )
-    if (config.src_vocab_size, config.tgt_vocab_size) != (src_tok.vocab_size, tgt_tok.vocab_size):
-        raise JobError(
-            "model",
-            f"vocabulary sizes {config.src_vocab_size}/"
-            f"{config.tgt_vocab_size} differ from the tokenizers' "
-            f"{src_tok.vocab_size}/{tgt_tok.vocab_size}",
-        )
-    model = Transformer(config)
-    if model_state is not None:
-        model.load_state_dict(model_state)
-    kept: Dict[str, Any] = {}
-    left_out: Dict[str, int] = {}
-    for name in SPLITS:
-        split = splits.get(name)
-        if split is not None:
-            pairs, ids, dropped = encode_split(name, split, src_tok, tgt_tok, config.max_len)
-            kept[name], kept[name + "_ids"], left_out[name] = pairs, ids, dropped
-            if dropped:
-                notes.append(
-                    (
-                        f"data.{name}",
-                        f"{dropped} of {len(split)} pairs are "
-                        f"longer than max_len={config.max_len} tokens and are left out",
-                    )
-                )
+    model = _build_model(job, src_tok, tgt_tok, model_state)
+    kept, left_out = _encode_splits(splits, src_tok, tgt_tok, model.config.max_len, notes)
     check_max_tokens(job.settings.max_tokens, kept)
     settings = replace(job.settings, bleu_tokenize=job.data.bleu_tokenize)
     trainer = Trainer(
