@@ -25,5 +25,6 @@ The modules import each other as ``tools.x``; the tests find the package through
 - ``grading``, ``grading_source``, ``grading_cells``, ``grading_hidden``,
   ``grading_hidden_use``: the notebooks as an nbgrader course (the config and README, each
   notebook's source version, its graded cells, the hidden tests)
-- ``site``: the offline web site of the series (``site/build.py``)
+- ``site``: the offline web site of the series (``site/build.py``; the pages read from the
+  notebooks, ``site/pages.py``)
 """
