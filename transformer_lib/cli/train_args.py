@@ -1,4 +1,5 @@
 """The options of the training command line (:mod:`transformer_lib.cli.train_command`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,14 +8,19 @@ from typing import Any, Protocol
 
 from ..training.job import PRESETS, SEED_MAX
 from .args import float_in, folder, int_in, non_negative_int, positive_float, positive_int
+from .recipes import TrainParser, recipe_epilog
 
-MAX_LEN = 65536       # positions: the table alone is max_len x d_model floats
+MAX_LEN = 65536  # positions: the table alone is max_len x d_model floats
 
 
 def train_parser(description: str) -> argparse.ArgumentParser:
     """The options of ``python -m transformer_lib.train``, in three groups."""
-    p = argparse.ArgumentParser(prog="python -m transformer_lib.train", description=description,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = TrainParser(
+        prog="python -m transformer_lib.train",
+        description=description,
+        epilog=recipe_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_data_flags(p.add_argument_group("data"))
     add_model_flags(p.add_argument_group("model (ignored with --resume: the checkpoint's is used)"))
     train = p.add_argument_group("training")
@@ -37,20 +43,31 @@ class Group(Protocol):
 def add_data_flags(data: Group) -> None:
     """What to train on: a built-in task or corpus, or files of one's own."""
     data.add_argument("--task", choices=["dates"], help="a built-in task")
-    data.add_argument("--corpus", choices=["bible-en-fr"],
-                      help="a built-in corpus of real sentences: English->French Bible verses "
-                           "(train/valid/test split by chapter; see transformer_lib.data.bible)")
+    data.add_argument(
+        "--corpus",
+        choices=["bible-en-fr"],
+        help="a built-in corpus of real sentences: English->French Bible verses "
+        "(train/valid/test split by chapter; see transformer_lib.data.bible), "
+        "with its own defaults (listed at the end)",
+    )
     data.add_argument("--train-file", type=Path, help="TSV corpus: source<TAB>target lines")
     data.add_argument("--valid-file", type=Path, help="TSV corpus for validation")
     data.add_argument("--test-file", type=Path, help="TSV corpus scored once at the end")
-    data.add_argument("--vocab-size", type=positive_int, default=8000,
-                      help="BPE vocabulary shared by source and target (corpus only)")
-    data.add_argument("--n-train", type=positive_int, default=20000,
-                      help="training pairs of the date task")
-    data.add_argument("--n-valid", type=positive_int, default=1000,
-                      help="validation pairs of the date task")
-    data.add_argument("--n-test", type=positive_int, default=1000,
-                      help="test pairs of the date task")
+    data.add_argument(
+        "--vocab-size",
+        type=positive_int,
+        default=8000,
+        help="BPE vocabulary shared by source and target (corpus only)",
+    )
+    data.add_argument(
+        "--n-train", type=positive_int, default=20000, help="training pairs of the date task"
+    )
+    data.add_argument(
+        "--n-valid", type=positive_int, default=1000, help="validation pairs of the date task"
+    )
+    data.add_argument(
+        "--n-test", type=positive_int, default=1000, help="test pairs of the date task"
+    )
 
 
 def add_model_flags(model: Group) -> None:
@@ -61,67 +78,111 @@ def add_model_flags(model: Group) -> None:
     model.add_argument("--heads", type=positive_int, help="h")
     model.add_argument("--d-ff", type=positive_int)
     model.add_argument("--dropout", type=float_in(0.0, 1.0, max_open=True), help="P_drop")
-    model.add_argument("--max-len", type=int_in(2, MAX_LEN),
-                       help=f"longest sequence (positions), 2 to {MAX_LEN}")
+    model.add_argument(
+        "--max-len", type=int_in(2, MAX_LEN), help=f"longest sequence (positions), 2 to {MAX_LEN}"
+    )
 
 
 def add_schedule_flags(train: Group) -> None:
-    """Steps, batches, the learning rate, validation and checkpoint averaging (§5, §6.1)."""
+    """Steps, batches and the learning rate (§5); then validation and averaging."""
     train.add_argument("--steps", type=positive_int, default=2000, help="total steps")
-    train.add_argument("--max-tokens", type=positive_int, default=2000,
-                       help="tokens per batch (per process)")
+    train.add_argument(
+        "--max-tokens", type=positive_int, default=2000, help="tokens per batch (per process)"
+    )
     train.add_argument("--warmup", type=positive_int, default=400)
     train.add_argument("--lr-factor", type=positive_float, default=1.0)
-    train.add_argument("--label-smoothing", type=float_in(0.0, 1.0, max_open=True),
-                       default=0.1)
-    train.add_argument("--eval-every", type=non_negative_int, default=0,
-                       help="validate every N steps (0: at the end only)")
-    train.add_argument("--eval-limit", type=positive_int, default=500,
-                       help="validation pairs decoded for exact match and BLEU")
-    train.add_argument("--save-every", type=non_negative_int, default=0,
-                       help="checkpoint every N steps (0: at the end only)")
-    train.add_argument("--average-last", type=non_negative_int, default=0,
-                       help="final model = mean of the last K snapshots (paper: 5, §6.1)")
-    train.add_argument("--average-every", type=positive_int, default=100,
-                       help="steps between those snapshots")
-    train.add_argument("--time-budget", type=positive_float, metavar="MINUTES",
-                       help="stop cleanly after this many minutes of training (validation "
-                            "included), with a checkpoint and the test set scored, as a lab "
-                            "session needs; --resume continues it")
+    train.add_argument("--label-smoothing", type=float_in(0.0, 1.0, max_open=True), default=0.1)
+    add_checking_flags(train)
+
+
+def add_checking_flags(train: Group) -> None:
+    """Validation, checkpoints, checkpoint averaging (§6.1) and the time budget."""
+    train.add_argument(
+        "--eval-every",
+        type=non_negative_int,
+        default=0,
+        help="validate every N steps (0: at the end only)",
+    )
+    train.add_argument(
+        "--eval-limit",
+        type=positive_int,
+        default=500,
+        help="validation pairs decoded for exact match and BLEU",
+    )
+    train.add_argument(
+        "--save-every",
+        type=non_negative_int,
+        default=0,
+        help="checkpoint every N steps (0: at the end only)",
+    )
+    train.add_argument(
+        "--average-last",
+        type=non_negative_int,
+        default=0,
+        help="final model = mean of the last K snapshots (paper: 5, §6.1)",
+    )
+    train.add_argument(
+        "--average-every", type=positive_int, default=100, help="steps between those snapshots"
+    )
+    train.add_argument(
+        "--time-budget",
+        type=positive_float,
+        metavar="MINUTES",
+        help="stop cleanly after this many minutes of training (validation "
+        "included), with a checkpoint and the test set scored, as a lab "
+        "session needs; --resume continues it",
+    )
 
 
 def add_run_flags(train: Group) -> None:
     """Where the checkpoint goes, and resuming an earlier run."""
     train.add_argument("--out", type=folder, required=True, help="output folder")
     train.add_argument("--name", default="checkpoint.pt", help="checkpoint file in --out")
-    train.add_argument("--resume", action="store_true",
-                       help="continue --out/--name with the same flags (--steps, --eval-every, "
-                            "--eval-limit, --save-every, --average-last and --average-every "
-                            "may change)")
-    train.add_argument("--override", action="store_true",
-                       help="with --resume: accept other training or data flags than the "
-                            "checkpoint's (the run then differs from an uninterrupted one)")
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue --out/--name with the same flags (--steps, --eval-every, "
+        "--eval-limit, --save-every, --average-last and --average-every "
+        "may change)",
+    )
+    train.add_argument(
+        "--override",
+        action="store_true",
+        help="with --resume: accept other training or data flags than the "
+        "checkpoint's (the run then differs from an uninterrupted one)",
+    )
     train.add_argument("--force", action="store_true", help="overwrite an existing checkpoint")
 
 
 def add_speed_flags(train: Group) -> None:
     """bf16, the compiled CPU kernels, torch.compile and the allocator."""
     train.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    train.add_argument("--compiled-kernels", action=argparse.BooleanOptionalAction,
-                       help="CPU dropout masks, the feed-forward layer and attention through "
-                            "compiled kernels: the same masks, faster steps (built on first "
-                            "use, ~30 s, then cached; see transformer_lib.fast). "
-                            "Default: on when training on a CPU and a C++ compiler can build "
-                            "them, else off; --compiled-kernels: on, or stop if they cannot be "
-                            "built")
-    train.add_argument("--compile", nargs="?", const="inductor", metavar="BACKEND",
-                       choices=("inductor", "aot_eager", "eager"),
-                       help="compile the training step with torch.compile (dynamic shapes, "
-                            "default backend inductor, which needs a C++ compiler on a CPU); "
-                            "the first steps of each new batch shape take longer while it "
-                            "compiles; turns the compiled CPU kernels off. Default: off")
-    train.add_argument("--keep-freed-memory", action=argparse.BooleanOptionalAction,
-                       default=True,
-                       help="Linux with glibc: malloc keeps what a step frees for the next step "
-                            "instead of handing it back to the OS (fewer page faults; default). "
-                            "Results are the same either way")
+    train.add_argument(
+        "--compiled-kernels",
+        action=argparse.BooleanOptionalAction,
+        help="CPU dropout masks, the feed-forward layer and attention through "
+        "compiled kernels: the same masks, faster steps (built on first "
+        "use, ~30 s, then cached; see transformer_lib.fast). "
+        "Default: on when training on a CPU and a C++ compiler can build "
+        "them, else off; --compiled-kernels: on, or stop if they cannot be "
+        "built",
+    )
+    train.add_argument(
+        "--compile",
+        nargs="?",
+        const="inductor",
+        metavar="BACKEND",
+        choices=("inductor", "aot_eager", "eager"),
+        help="compile the training step with torch.compile (dynamic shapes, "
+        "default backend inductor, which needs a C++ compiler on a CPU); "
+        "the first steps of each new batch shape take longer while it "
+        "compiles; turns the compiled CPU kernels off. Default: off",
+    )
+    train.add_argument(
+        "--keep-freed-memory",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Linux with glibc: malloc keeps what a step frees for the next step "
+        "instead of handing it back to the OS (fewer page faults; default). "
+        "Results are the same either way",
+    )

@@ -1,5 +1,6 @@
 """How to train: :class:`TrainSettings` (the model's own sizes live in
 :class:`~transformer_lib.config.TransformerConfig`) and the device to train on."""
+
 from __future__ import annotations
 
 import os
@@ -11,12 +12,13 @@ import torch
 from ..checks import check_bool, check_choice, check_float, check_int
 from .progress_display import check_progress
 
-SEED_MAX = 2 ** 32 - 1          # numpy's seeds stop here
+SEED_MAX = 2**32 - 1  # numpy's seeds stop here
 
 
 def bleu_tokenizers() -> tuple:
     """The names sacrebleu accepts as ``tokenize`` (``"13a"``, ``"char"``, ...)."""
     from sacrebleu.metrics.bleu import _TOKENIZERS
+
     return tuple(_TOKENIZERS)
 
 
@@ -74,34 +76,39 @@ class TrainSettings:
         check_choice(self.bleu_tokenize, "bleu_tokenize", bleu_tokenizers())
         if self.time_budget is not None:
             check_float(self.time_budget, "time_budget (minutes)", 0.0, min_open=True)
-        if self.checkpoint is not None:       # stored in the checkpoint: a str, never a Path
+        if self.checkpoint is not None:  # stored in the checkpoint: a str, never a Path
             if not isinstance(self.checkpoint, (str, os.PathLike)):
-                raise TypeError(f"checkpoint must be None or a path (str), got "
-                                f"{self.checkpoint!r} ({type(self.checkpoint).__name__})")
+                raise TypeError(
+                    f"checkpoint must be None or a path (str), got "
+                    f"{self.checkpoint!r} ({type(self.checkpoint).__name__})"
+                )
             self.checkpoint = os.fspath(self.checkpoint)
             if not self.checkpoint:
                 raise ValueError("checkpoint must be None (no checkpoint) or a file path, got ''")
         check_progress(self.progress)
 
 
-def check_trainer_arguments(model: object, src_tok: object, tgt_tok: object, settings: object,
-                            extra: object) -> None:
+def check_trainer_arguments(
+    model: object, src_tok: object, tgt_tok: object, settings: object, extra: object
+) -> None:
     """The :class:`Trainer`'s arguments, whatever the caller passed: TypeError naming the one
     that is wrong."""
     from ..model import Transformer
     from .state_integrity import check_loadable
+
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib.Transformer, got {type(model).__name__}")
     if not isinstance(settings, TrainSettings):
         raise TypeError(f"settings must be a TrainSettings, got {type(settings).__name__}")
     for name, tok in (("src_tok", src_tok), ("tgt_tok", tgt_tok)):
         if not all(hasattr(tok, a) for a in ("encode", "decode", "to_dict")):
-            raise TypeError(f"{name} must be a tokenizer (encode, decode, to_dict), got "
-                            f"{type(tok).__name__}")
+            raise TypeError(
+                f"{name} must be a tokenizer (encode, decode, to_dict), got {type(tok).__name__}"
+            )
     if extra is not None:
         if not isinstance(extra, dict):
             raise TypeError(f"extra must be None or a dict, got {type(extra).__name__}")
-        check_loadable(extra, "extra")   # else its checkpoints could never be resumed
+        check_loadable(extra, "extra")  # else its checkpoints could never be resumed
 
 
 def pick_device(device: Optional[str] = None) -> torch.device:

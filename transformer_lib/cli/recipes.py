@@ -1,0 +1,76 @@
+"""The recipes of the built-in corpora: the defaults that ``--corpus NAME`` brings to the
+training command line (:mod:`transformer_lib.cli.train_args`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+# A built-in corpus brings its own defaults: the recipe that gave the best test BLEU after
+# 10 minutes of training on a 2-core CPU (benchmarks/time_to_bleu.py; benchmarks/README.md).
+# Flags given on the command line win; the model's sizes apply only without --preset.
+CORPUS_RECIPES: Dict[str, Dict[str, Dict[str, Any]]] = {
+    "bible-en-fr": {
+        "model": {
+            "d_model": 128,
+            "layers": 2,
+            "heads": 4,
+            "d_ff": 512,
+            "dropout": 0.1,
+            "max_len": 128,
+        },
+        "training": {
+            "vocab_size": 6000,
+            "max_tokens": 2000,
+            "warmup": 200,
+            "lr_factor": 0.5,
+            "steps": 6000,
+            "eval_limit": 100,
+        },
+    }
+}
+
+
+def recipe_flags(corpus: str, with_model: bool = True) -> List[str]:
+    """The corpus recipe as command-line flags (``--d-model 256 ...``)."""
+    recipe = CORPUS_RECIPES[corpus]
+    parts: Sequence[Tuple[str, Any]] = [
+        *recipe["training"].items(),
+        *(recipe["model"].items() if with_model else ()),
+    ]
+    return [item for dest, value in parts for item in ("--" + dest.replace("_", "-"), str(value))]
+
+
+def corpus_defaults(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
+    """The defaults that ``--corpus NAME`` in ``argv`` brings (its recipe), or {}."""
+    probe = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    probe.add_argument("--corpus")
+    probe.add_argument("--preset")
+    try:
+        known, _ = probe.parse_known_args(argv)
+    except argparse.ArgumentError:  # the real parser says what is wrong
+        return {}
+    recipe = CORPUS_RECIPES.get(known.corpus)
+    if recipe is None:
+        return {}
+    return {**recipe["training"], **(recipe["model"] if known.preset is None else {})}
+
+
+class TrainParser(argparse.ArgumentParser):
+    """The training command's parser: ``--corpus NAME`` sets that corpus's recipe as the
+    defaults of the flags not given."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Optional[Sequence[str]] = None, namespace: Optional[argparse.Namespace] = None
+    ) -> Tuple[argparse.Namespace, List[str]]:
+        if namespace is None:
+            namespace = argparse.Namespace(**corpus_defaults(args))
+        return super().parse_known_args(args, namespace)
+
+
+def recipe_epilog() -> str:
+    """What ``--help`` says about the corpus recipes."""
+    lines = ["defaults of a built-in corpus (flags given win; the model's only without --preset):"]
+    for corpus in CORPUS_RECIPES:
+        lines.append(f"  --corpus {corpus}: {' '.join(recipe_flags(corpus))}")
+    return "\n".join(lines)
