@@ -31,14 +31,15 @@ CORPUS_RECIPES: Dict[str, Dict[str, Dict[str, Any]]] = {
 }
 
 
-def recipe_flags(corpus: str, with_model: bool = True) -> List[str]:
-    """The corpus recipe as command-line flags (``--d-model 256 ...``)."""
+def recipe_flags(corpus: str) -> List[str]:
+    """The corpus recipe as command-line flags (``--vocab-size 6000 ...``)."""
     recipe = CORPUS_RECIPES[corpus]
-    parts: Sequence[Tuple[str, Any]] = [
-        *recipe["training"].items(),
-        *(recipe["model"].items() if with_model else ()),
+    values = {**recipe["training"], **recipe["model"]}
+    return [
+        item
+        for dest, value in values.items()
+        for item in (f"--{dest.replace('_', '-')}", str(value))
     ]
-    return [item for dest, value in parts for item in ("--" + dest.replace("_", "-"), str(value))]
 
 
 def corpus_defaults(argv: Optional[Sequence[str]]) -> Dict[str, Any]:

@@ -10,23 +10,28 @@ import math
 from typing import Callable, List, Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..attention import MultiHeadAttention
-from ..config import TransformerConfig
 from ..encoder import EncoderLayer
 from ..feedforward import PositionwiseFeedForward
 from ..masks import padding_mask, to_blocked
 from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
+from .ex05_layer_mistakes import (
+    B,
+    D,
+    D_FF,
+    DROPOUT_RULE,
+    H,
+    P,
+    S,
+    dropout_mistakes,
+    eval_mistakes,
+    reference_layer,
+)
 from .own_work import refuses
 
 Tensor = torch.Tensor
-D, H, D_FF, P, B, S = 16, 4, 32, 0.25, 2, 6
-DROPOUT_RULE = (
-    "§5.4: dropout on each sub-layer's output, before it is added to the input and "
-    "normalised: LayerNorm(x + Dropout(Sublayer(x)))"
-)
 
 
 def _parts(fb: Feedback, module: nn.Module) -> Optional[Tuple[nn.Module, nn.Module, List]]:
@@ -82,59 +87,6 @@ def _randomise(attn: nn.Module, ffn: nn.Module, norms: List[nn.LayerNorm]) -> No
             norm.bias.copy_(0.3 * torch.randn(D, generator=g))
 
 
-def _reference(
-    attn: nn.Module, ffn: nn.Module, norm_1: nn.LayerNorm, norm_2: nn.LayerNorm
-) -> EncoderLayer:
-    """A library EncoderLayer with the learner's weights, in eval mode."""
-    ref = EncoderLayer(TransformerConfig.tiny(d_model=D, h=H, d_ff=D_FF, P_drop=P))
-    ref.self_attn.load_state_dict(attn.state_dict())
-    ref.self_attn.fused = attn.fused  # the same attention kernel, the same draws
-    ref.feed_forward.load_state_dict(ffn.state_dict())
-    ref.attn_block.norm.load_state_dict(norm_1.state_dict())
-    ref.ff_block.norm.load_state_dict(norm_2.state_dict())
-    return ref.eval()
-
-
-def _sublayer(
-    x: Tensor, f: Callable, norm: nn.Module, drop: Callable, place: str, residual: bool
-) -> Tensor:
-    """One sub-layer with its residual connection, LayerNorm and dropout at ``place``."""
-    r = x if residual else 0.0
-    return {
-        "output": lambda: norm(r + drop(f(x))),
-        "none": lambda: norm(r + f(x)),
-        "sum": lambda: norm(drop(r + f(x))),
-        "residual": lambda: norm(drop(x) + f(x)),
-        "after norm": lambda: drop(norm(r + f(x))),
-        "pre-norm": lambda: r + drop(f(norm(x))),
-    }[place]()
-
-
-def _layer(
-    ref: EncoderLayer,
-    x: Tensor,
-    mask: Optional[Tensor],
-    place=("output", "output"),
-    residual=(True, True),
-    swap: bool = False,
-    one_norm: bool = False,
-    mask_mode: str = "right",
-) -> Tensor:
-    """The encoder layer written out, with one thing changed (a typical mistake)."""
-    keep = {"right": mask, "inverted": None if mask is None else ~mask, "ignored": None}[mask_mode]
-    norm_2 = ref.attn_block.norm if one_norm else ref.ff_block.norm
-    blocks = [
-        (lambda y: ref.self_attn(y, mask=keep)[0], ref.attn_block.norm),
-        (ref.feed_forward, norm_2),
-    ]
-    if swap:
-        blocks = [(blocks[1][0], blocks[0][1]), (blocks[0][0], blocks[1][1])]
-    drop = (lambda t: F.dropout(t, P, training=True)) if ref.training else (lambda t: t)
-    for (f, norm), where, res in zip(blocks, place, residual):
-        x = _sublayer(x, f, norm, drop, where, res)  # (B, S, D)
-    return x
-
-
 def _inputs() -> Tuple[Tensor, Tensor]:
     g = torch.Generator().manual_seed(9)
     x = torch.randn(B, S, D, generator=g)  # (B, S, D)
@@ -155,36 +107,6 @@ def _name_mistake(fb: Feedback, got: Tensor, candidates: dict) -> bool:
             fb.fail(f"looks like: {message}")
             return True
     return False
-
-
-def _eval_mistakes(ref: EncoderLayer, x: Tensor, mask: Optional[Tensor]) -> dict:
-    with torch.no_grad():
-        found = {
-            "pre-norm, x + Sublayer(LayerNorm(x)), where the paper's post-norm "
-            "LayerNorm(x + Sublayer(x)) was asked": _layer(ref, x, mask, place=("pre-norm",) * 2),
-            "no residual connection around the self-attention: add its input back before "
-            "the LayerNorm": _layer(ref, x, mask, residual=(False, True)),
-            "no residual connection around the feed-forward network": _layer(
-                ref, x, mask, residual=(True, False)
-            ),
-            "no residual connections: LayerNorm(x + Sublayer(x)), not LayerNorm(Sublayer(x))": _layer(
-                ref, x, mask, residual=(False, False)
-            ),
-            "the feed-forward network comes before the self-attention; §3.1: attention first": _layer(
-                ref, x, mask, swap=True
-            ),
-            "the same LayerNorm for both sub-layers: each has its own (its own gain and bias)": _layer(
-                ref, x, mask, one_norm=True
-            ),
-        }
-        if mask is not None:
-            found["mask convention inverted: True means 'may attend', pass the mask unchanged"] = (
-                _layer(ref, x, mask, mask_mode="inverted")
-            )
-            found["the mask is not passed to the self-attention: self_attn(x, mask=mask)"] = _layer(
-                ref, x, mask, mask_mode="ignored"
-            )
-    return found
 
 
 def _check_eval(fb: Feedback, module: nn.Module, refs: List[EncoderLayer]):
@@ -216,8 +138,8 @@ def _check_eval(fb: Feedback, module: nn.Module, refs: List[EncoderLayer]):
                     "in eval mode two calls differ: dropout is still on. F.dropout(x, p) "
                     "defaults to training=True; use nn.Dropout modules"
                 )
-            elif not _name_mistake(fb, got, _eval_mistakes(refs[0], x, mask)):
-                _name_mistake(fb, got, _eval_mistakes(refs[-1], x, mask))
+            elif not _name_mistake(fb, got, eval_mistakes(refs[0], x, mask)):
+                _name_mistake(fb, got, eval_mistakes(refs[-1], x, mask))
         return None
     return refs[0]
 
@@ -289,34 +211,7 @@ def _check_dropout(
             "h) without dropout (the paper drops sub-layer outputs, not weights)"
         )
     else:
-        _name_mistake(fb, got, _dropout_mistakes(ref, x, pad))
-
-
-def _dropout_mistakes(ref: EncoderLayer, x: Tensor, mask: Tensor) -> dict:
-    """Dropout in the wrong places, each computed under the same seed as the learner's run."""
-    places = {
-        "no dropout on the sub-layers' outputs: " + DROPOUT_RULE: ("none", "none"),
-        "dropout on the sum x + Sublayer(x); " + DROPOUT_RULE: ("sum", "sum"),
-        "dropout on the residual x instead of the sub-layer's output; " + DROPOUT_RULE: (
-            "residual",
-            "residual",
-        ),
-        "dropout after the LayerNorm; " + DROPOUT_RULE: ("after norm", "after norm"),
-        "dropout after the self-attention only: the feed-forward's output needs it too": (
-            "output",
-            "none",
-        ),
-        "dropout after the feed-forward network only: the attention's output needs it too": (
-            "none",
-            "output",
-        ),
-    }
-    found = {}
-    with torch.no_grad():
-        for message, place in places.items():
-            torch.manual_seed(11)
-            found[message] = _layer(ref, x, mask, place=place)
-    return found
+        _name_mistake(fb, got, dropout_mistakes(ref, x, pad))
 
 
 @refuses(
@@ -337,7 +232,7 @@ def check_encoder_layer(layer_class: Callable[..., nn.Module]) -> Feedback:
         return fb
     attn, ffn, norms = parts
     _randomise(attn, ffn, norms)
-    refs = [_reference(attn, ffn, *norms), _reference(attn, ffn, *norms[::-1])]
+    refs = [reference_layer(attn, ffn, *norms), reference_layer(attn, ffn, *norms[::-1])]
     module.eval()
     ref = _check_eval(fb, module, refs)
     if ref is None:
