@@ -41,6 +41,7 @@ TRAIN_CASES = [  # flags added to DATES, what the usage line must say
     (["--lr-factor", "0"], "argument --lr-factor: must be in (0.0, inf], got 0.0"),
     (["--dropout", "nan"], "argument --dropout: must be a finite number, got nan"),
     (["--label-smoothing", "1"], "argument --label-smoothing: must be in [0.0, 1.0), got 1.0"),
+    (["--cooldown", "1.5"], "argument --cooldown: must be in [0.0, 1.0], got 1.5"),
     (
         ["--max-tokens", "1"],
         "--max-tokens 1 is below the 30 tokens the longest train pair "

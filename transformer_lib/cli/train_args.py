@@ -92,6 +92,14 @@ def add_schedule_flags(train: Group) -> None:
     train.add_argument("--warmup", type=positive_int, default=400)
     train.add_argument("--lr-factor", type=positive_float, default=1.0)
     train.add_argument("--label-smoothing", type=float_in(0.0, 1.0, max_open=True), default=0.1)
+    train.add_argument(
+        "--cooldown",
+        type=float_in(0.0, 1.0),
+        default=0.0,
+        metavar="FRACTION",
+        help="over this last fraction of the run (of --steps, or of --time-budget if that "
+        "ends first) the learning rate falls linearly to zero (0: off)",
+    )
     add_checking_flags(train)
 
 

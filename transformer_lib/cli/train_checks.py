@@ -42,6 +42,7 @@ FLAGS = {
     "settings.warmup": "--warmup",
     "settings.lr_factor": "--lr-factor",
     "settings.label_smoothing": "--label-smoothing",
+    "settings.cooldown": "--cooldown",
     "settings.eval_every": "--eval-every",
     "settings.eval_limit": "--eval-limit",
     "settings.save_every": "--save-every",

@@ -40,3 +40,15 @@ def make_optimizer(model: nn.Module, d_model: int, warmup_steps: int = 4000,
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda k: noam_lr(k + 1, d_model, warmup_steps, factor))
     return optimizer, scheduler
+
+
+def cooldown_scale(done: float, cooldown: float) -> float:
+    """The factor on the learning rate once the fraction ``done`` (0 to 1) of the run is
+    over: 1, then a straight line down to 0 over the run's last ``cooldown`` (0: always 1).
+
+    Warm-up, a plateau (here the schedule's own slow decay), then a fall to zero: a short
+    run ends on its smallest steps, where the schedule alone would still take large ones.
+    """
+    if cooldown <= 0.0:
+        return 1.0
+    return min(1.0, max(0.0, (1.0 - done) / cooldown))

@@ -36,7 +36,9 @@ class TrainSettings:
     terminal bar), ``"notebook"`` (one status line updated in place, validation results
     as plain lines) or False (:mod:`.progress_display`). ``time_budget``: minutes of training
     (validation included) after which :meth:`Trainer.fit` stops cleanly after the current
-    step, with a checkpoint, as after a stop request; None: no limit.
+    step, with a checkpoint, as after a stop request; None: no limit. ``cooldown``: the
+    last fraction of the run over which the learning rate falls linearly to zero (the run's
+    end is ``steps``, or the time budget if that comes first); 0: the schedule alone.
     """
 
     steps: int = 1000
@@ -57,6 +59,7 @@ class TrainSettings:
     average_last: int = 0
     average_every: int = 100
     time_budget: Optional[float] = None
+    cooldown: float = 0.0
 
     def __post_init__(self) -> None:
         """Refuse, naming the field, any value training could not honour."""
@@ -76,6 +79,7 @@ class TrainSettings:
         check_choice(self.bleu_tokenize, "bleu_tokenize", bleu_tokenizers())
         if self.time_budget is not None:
             check_float(self.time_budget, "time_budget (minutes)", 0.0, min_open=True)
+        check_float(self.cooldown, "cooldown", 0.0, 1.0)
         if self.checkpoint is not None:  # stored in the checkpoint: a str, never a Path
             if not isinstance(self.checkpoint, (str, os.PathLike)):
                 raise TypeError(

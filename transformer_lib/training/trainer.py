@@ -25,7 +25,8 @@ from .loss import LabelSmoothingLoss
 from .metrics import evaluate_translation
 from .precision import bf16_problem
 from .progress_display import make_display
-from .schedule import make_optimizer
+from .run_end import RunEnd
+from .schedule import cooldown_scale, make_optimizer
 from .settings import TrainSettings, check_trainer_arguments, pick_device
 from .validation import new_history, validation_loss
 
@@ -33,7 +34,7 @@ Pairs = Sequence[Tuple[str, str]]
 __all__ = ["Trainer", "TrainSettings", "new_history", "pick_device"]
 
 
-class Trainer(WeightAveraging):
+class Trainer(WeightAveraging, RunEnd):
     """Trains ``model`` on encoded ``train_examples`` [(src_ids, tgt_ids)], validating on
     ``valid_pairs`` [(source, reference)] strings.
 
@@ -75,6 +76,7 @@ class Trainer(WeightAveraging):
         self.stop_signal: Optional[int] = None    # set by request_stop (e.g. on Ctrl-C)
         self.stopped_early = False                # fit returned before settings.steps
         self.budget_spent = False                 # ... because settings.time_budget ran out
+        self.lr_scale = 1.0                       # settings.cooldown's factor on the rate
         self.saved_step: Optional[int] = None     # step of the last checkpoint written
 
     # batches ---------------------------------------------------------------------------
@@ -173,11 +175,6 @@ class Trainer(WeightAveraging):
         self.load_state_dict(load_checkpoint(path))
         self.saved_step = self.step
 
-    def request_stop(self, signum: int = 1) -> None:
-        """Ask :meth:`fit` to stop after the current step (safe to call from a signal
-        handler): it writes a checkpoint of that step and returns."""
-        self.stop_signal = signum
-
     # the loop -----------------------------------------------------------------------------
     def fit(self) -> Dict[str, List[float]]:
         """Train until ``settings.steps`` or a :meth:`request_stop`; returns the history
@@ -187,7 +184,9 @@ class Trainer(WeightAveraging):
         self.stopped_early = self.budget_spent = False
         deadline = None if s.time_budget is None else time.perf_counter() + 60 * s.time_budget
         bar = make_display(s.progress, s.steps, self.step, show=main)
+        self.lr_scale = cooldown_scale(self.step / s.steps, s.cooldown)
         while self.step < s.steps:
+            self._cool_down()
             lr = self.optimizer.param_groups[0]["lr"]
             loss = self.train_step(self.next_batch())
             if not math.isfinite(loss):
@@ -208,6 +207,7 @@ class Trainer(WeightAveraging):
                     self.save()                                 # now with its scores
             if deadline is not None and time.perf_counter() >= deadline:
                 self.budget_spent = True
+            self.lr_scale = cooldown_scale(self._fraction_done(deadline), s.cooldown)
             if not last and self._stop_requested():
                 if not due:
                     self.save()
@@ -215,17 +215,6 @@ class Trainer(WeightAveraging):
                 break
         bar.close()
         return self.history
-
-    def _stop_requested(self) -> bool:
-        """Whether any process was asked to stop (all processes stop at the same step)."""
-        flag = 1 if self.stop_signal or self.budget_spent else 0
-        if self.dist.enabled:
-            import torch.distributed as dist
-            t = torch.tensor([flag], device=self.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            flag = int(t.item())
-        self.budget_spent = self.budget_spent or (bool(flag) and not self.stop_signal)
-        return bool(flag)
 
     # history ----------------------------------------------------------------------------
     def _log(self, **values) -> None:
