@@ -40,7 +40,7 @@ class RunEnd:
         that is further along."""
         s = self.settings
         done = self.step / s.steps
-        if deadline is not None:
+        if deadline is not None and s.time_budget is not None:
             left = (deadline - time.perf_counter()) / (60 * s.time_budget)
             done = max(done, 1.0 - left)
         return done
