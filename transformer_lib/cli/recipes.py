@@ -8,10 +8,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 # A built-in corpus brings its own defaults: the recipe that gave the best test BLEU after
 # 10 minutes of training on a 2-core CPU (benchmarks/time_to_bleu.py; benchmarks/README.md).
-# A short run wants many small updates and no dropout (it ends long before it could overfit),
+# A short run wants many small updates and no dropout (it ends before it could overfit),
 # and a learning rate that falls to zero over the last 30% of the run (of --steps, or of
-# --time-budget). Flags given on the command line win; the model's sizes apply only without
-# --preset.
+# --time-budget). At 30 minutes the older --dropout 0.1 did better (benchmarks/README.md).
+# Flags given on the command line win; the model's sizes apply only without --preset.
 CORPUS_RECIPES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "bible-en-fr": {
         "model": {

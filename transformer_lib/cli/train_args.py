@@ -98,7 +98,8 @@ def add_schedule_flags(train: Group) -> None:
         default=0.0,
         metavar="FRACTION",
         help="over this last fraction of the run (of --steps, or of --time-budget if that "
-        "ends first) the learning rate falls linearly to zero (0: off)",
+        "ends first) the learning rate falls linearly to zero (0: off); a resumed run with "
+        "a budget rises to the schedule's rate and falls again over its own budget",
     )
     add_checking_flags(train)
 
