@@ -8,7 +8,7 @@ test verses: corpus BLEU (sacrebleu, ``13a``) with greedy decoding and with beam
 (K = 4, alpha = 0.6, §6.1), as ``score_translation.py`` scores the shipped model.
 
 By default the recipe is the command line's own for ``--corpus bible-en-fr``
-(``transformer_lib.cli.train_args.CORPUS_RECIPES``): the shape, batch and schedule tuned for
+(``transformer_lib.cli.recipes.CORPUS_RECIPES``): the shape, batch and schedule tuned for
 the best test BLEU after 10 minutes on a 2-core CPU. ``--recipe shipped`` trains the untuned
 recipe of ``checkpoints/bible-en-fr.pt`` (``checkpoints/README.md``) instead, less its fixed
 step count and checkpoint averaging, which need the run's length in steps (a budgeted run
