@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from transformer_lib.training.distributed import DistContext, shard
+from transformer_lib.training.schedule import noam_lr
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_gloo = pytest.mark.skipif(
@@ -53,6 +54,8 @@ def test_torchrun_two_cpu_processes(tmp_path):
         "400",
         "--steps",
         "3",
+        "--cooldown",  # its factor is agreed on by both processes
+        "0.5",
         "--eval-limit",
         "10",
         "--device",
@@ -69,4 +72,7 @@ def test_torchrun_two_cpu_processes(tmp_path):
     assert files == ["checkpoint.pt"]  # rank 0 only, no temporary left
     ck = torch.load(out / "checkpoint.pt", weights_only=True)
     assert ck["step"] == 3 and len(ck["history"]["loss"]) == 3
+    # step 3 of 3 runs after 2/3 of the run: the cool-down's factor is (1 - 2/3) / 0.5
+    expected = noam_lr(3, 32, ck["settings"]["warmup"]) * (1 - 2 / 3) / 0.5
+    assert ck["history"]["lr"][2] == pytest.approx(expected)
     assert proc.stdout.count("checkpoint:") == 1  # only rank 0 prints
