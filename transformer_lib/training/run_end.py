@@ -14,6 +14,7 @@ from typing import Optional
 import torch
 
 from .distributed import DistContext
+from .schedule import cooldown_scale
 from .settings import TrainSettings
 
 
@@ -35,15 +36,17 @@ class RunEnd:
         handler): it writes a checkpoint of that step and returns."""
         self.stop_signal = signum
 
-    def _fraction_done(self, deadline: Optional[float]) -> float:
-        """How much of the run is done (0 to 1): of its steps, or of its time budget if
-        that is further along."""
+    def _track_end(self, deadline: Optional[float]) -> None:
+        """Where the run stands, from one reading of the clock: ``budget_spent`` once the
+        ``deadline`` has passed, and the next step's ``lr_scale``. The run is done by the
+        fraction of its steps taken, or of its time budget used if that is further along."""
         s = self.settings
         done = self.step / s.steps
         if deadline is not None and s.time_budget is not None:
-            left = (deadline - time.perf_counter()) / (60 * s.time_budget)
-            done = max(done, 1.0 - left)
-        return done
+            now = time.perf_counter()
+            self.budget_spent = self.budget_spent or now >= deadline
+            done = max(done, 1.0 - (deadline - now) / (60 * s.time_budget))
+        self.lr_scale = cooldown_scale(done, s.cooldown)
 
     def _cool_down(self) -> None:
         """This step's rate: the schedule's, times ``lr_scale`` (settings.cooldown). The

@@ -26,7 +26,7 @@ from .metrics import evaluate_translation
 from .precision import bf16_problem
 from .progress_display import make_display
 from .run_end import RunEnd
-from .schedule import cooldown_scale, make_optimizer
+from .schedule import make_optimizer
 from .settings import TrainSettings, check_trainer_arguments, pick_device
 from .validation import new_history, validation_loss
 
@@ -184,7 +184,7 @@ class Trainer(WeightAveraging, RunEnd):
         self.stopped_early = self.budget_spent = False
         deadline = None if s.time_budget is None else time.perf_counter() + 60 * s.time_budget
         bar = make_display(s.progress, s.steps, self.step, show=main)
-        self.lr_scale = cooldown_scale(self.step / s.steps, s.cooldown)
+        self._track_end(None)                       # the first step's cool-down factor
         while self.step < s.steps:
             self._cool_down()
             lr = self.optimizer.param_groups[0]["lr"]
@@ -205,9 +205,7 @@ class Trainer(WeightAveraging, RunEnd):
                 self._validate_and_log(bar)
                 if due:
                     self.save()                                 # now with its scores
-            if deadline is not None and time.perf_counter() >= deadline:
-                self.budget_spent = True
-            self.lr_scale = cooldown_scale(self._fraction_done(deadline), s.cooldown)
+            self._track_end(deadline)
             if not last and self._stop_requested():
                 if not due:
                     self.save()
