@@ -151,6 +151,18 @@ def test_resume_with_other_flags_is_refused_with_the_list(two_steps, capsys, mon
         capsys, [*DATES, "--steps", "4", "--d-model", "32", "--out", str(two_steps), "--resume"]
     )
     assert "--d-model 32 (checkpoint: 16)" in err and "fixes the model" in err
+    err = usage_error(
+        capsys, [*DATES, "--steps", "4", "--norm-first", "--out", str(two_steps), "--resume"]
+    )
+    assert "--norm-first True (checkpoint: False)" in err and "fixes the model" in err
+
+
+def test_norm_first_trains_a_pre_norm_model(tmp_path):
+    out = tmp_path / "pre"
+    assert train_cli.main([*DATES, "--steps", "2", "--norm-first", "--out", str(out)]) == 0
+    ck = load_checkpoint(out / "checkpoint.pt")
+    assert ck["config"]["norm_first"] is True
+    assert any(name.startswith("encoder.norm.") for name in ck["model"])  # the final LayerNorm
 
 
 def test_resume_with_override_goes_on_and_says_so(two_steps, capsys):

@@ -37,6 +37,7 @@ FLAGS = {
     "model.d_ff": "--d-ff",
     "model.P_drop": "--dropout",
     "model.max_len": "--max-len",
+    "model.norm_first": "--norm-first",
     "settings.steps": "--steps",
     "settings.max_tokens": "--max-tokens",
     "settings.warmup": "--warmup",
