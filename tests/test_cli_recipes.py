@@ -31,6 +31,15 @@ def test_a_flag_given_wins_over_the_recipe_before_or_after_the_corpus():
     assert first.warmup == RECIPE["training"]["warmup"]
 
 
+def test_a_switch_of_the_recipe_can_be_turned_off():
+    assert parse("--corpus", "bible-en-fr").norm_first is RECIPE["model"]["norm_first"]
+    assert parse("--corpus", "bible-en-fr", "--no-norm-first").norm_first is False
+    assert parse("--task", "dates").norm_first is None  # the preset's own (post-norm)
+    flags = recipe_flags("bible-en-fr")
+    assert ("--norm-first" if RECIPE["model"]["norm_first"] else "--no-norm-first") in flags
+    assert "True" not in flags and "False" not in flags
+
+
 def test_a_preset_keeps_its_own_sizes_and_takes_the_recipe_s_training():
     args = parse("--corpus", "bible-en-fr", "--preset", "base")
     assert (args.preset, args.d_model, args.layers, args.dropout) == ("base", None, None, None)
@@ -64,6 +73,7 @@ def test_the_job_of_a_corpus_run_holds_the_recipe(tmp_path):
         model["dropout"],
         model["max_len"],
     )
+    assert config.norm_first is model["norm_first"]
     assert job.data.vocab_size == RECIPE["training"]["vocab_size"]
     assert (job.settings.max_tokens, job.settings.warmup, job.settings.lr_factor) == (
         RECIPE["training"]["max_tokens"],

@@ -8,9 +8,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 # A built-in corpus brings its own defaults: the recipe that gave the best test BLEU after
 # 10 minutes of training on a 2-core CPU (benchmarks/time_to_bleu.py; benchmarks/README.md).
-# A short run wants many small updates and no dropout (it ends before it could overfit),
-# and a learning rate that falls to zero over the last 30% of the run (of --steps, or of
-# --time-budget). At 30 minutes the older --dropout 0.1 did better (benchmarks/README.md).
+# A short run wants many small updates, no dropout (it ends before it could overfit), a
+# high learning rate, which pre-norm layers take where the paper's post-norm ones diverge,
+# and a rate that falls to zero over the last 30% of the run (of --steps, or of
+# --time-budget). For runs of half an hour or more see benchmarks/README.md (dropout).
 # Flags given on the command line win; the model's sizes apply only without --preset.
 CORPUS_RECIPES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "bible-en-fr": {
@@ -21,12 +22,13 @@ CORPUS_RECIPES: Dict[str, Dict[str, Dict[str, Any]]] = {
             "d_ff": 512,
             "dropout": 0.0,
             "max_len": 128,
+            "norm_first": True,
         },
         "training": {
             "vocab_size": 6000,
             "max_tokens": 2000,
             "warmup": 200,
-            "lr_factor": 0.5,
+            "lr_factor": 0.8,
             "cooldown": 0.3,
             "steps": 6000,
             "eval_limit": 100,
@@ -39,11 +41,14 @@ def recipe_flags(corpus: str) -> List[str]:
     """The corpus recipe as command-line flags (``--vocab-size 6000 ...``)."""
     recipe = CORPUS_RECIPES[corpus]
     values = {**recipe["training"], **recipe["model"]}
-    return [
-        item
-        for dest, value in values.items()
-        for item in (f"--{dest.replace('_', '-')}", str(value))
-    ]
+    flags: List[str] = []
+    for dest, value in values.items():
+        name = dest.replace("_", "-")
+        if isinstance(value, bool):  # a switch: --norm-first or --no-norm-first
+            flags.append(f"--{name}" if value else f"--no-{name}")
+        else:
+            flags += [f"--{name}", str(value)]
+    return flags
 
 
 def corpus_defaults(argv: Optional[Sequence[str]]) -> Dict[str, Any]:

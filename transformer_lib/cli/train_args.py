@@ -80,10 +80,11 @@ def add_model_flags(model: Group) -> None:
     model.add_argument("--dropout", type=float_in(0.0, 1.0, max_open=True), help="P_drop")
     model.add_argument(
         "--norm-first",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="pre-norm layers, x + Sublayer(LayerNorm(x)), with a final LayerNorm "
-        "(default: post-norm, LayerNorm(x + Sublayer(x)), as in the paper)",
+        help="pre-norm layers, x + Sublayer(LayerNorm(x)), with a final LayerNorm; "
+        "--no-norm-first: post-norm, LayerNorm(x + Sublayer(x)), as in the paper (the "
+        "default, except in a corpus recipe that says otherwise)",
     )
     model.add_argument(
         "--max-len", type=int_in(2, MAX_LEN), help=f"longest sequence (positions), 2 to {MAX_LEN}"
