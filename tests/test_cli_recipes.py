@@ -1,5 +1,6 @@
 """A built-in corpus brings its own defaults (its tuned recipe); flags given on the command line
-win, and the model's sizes apply only without --preset (transformer_lib.cli.train_args)."""
+win, and the model's part applies only without --preset and --resume
+(transformer_lib.cli.train_args)."""
 
 from pathlib import Path
 
@@ -44,6 +45,12 @@ def test_a_preset_keeps_its_own_sizes_and_takes_the_recipe_s_training():
     args = parse("--corpus", "bible-en-fr", "--preset", "base")
     assert (args.preset, args.d_model, args.layers, args.dropout) == ("base", None, None, None)
     assert args.max_tokens == RECIPE["training"]["max_tokens"]
+
+
+def test_a_resumed_run_takes_the_checkpoint_s_model_not_the_recipe_s():
+    args = parse("--corpus", "bible-en-fr", "--resume")
+    assert (args.d_model, args.layers, args.dropout, args.norm_first) == (None, None, None, None)
+    assert args.lr_factor == RECIPE["training"]["lr_factor"]
 
 
 def test_without_a_corpus_the_defaults_are_the_generic_ones():

@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 # high learning rate, which pre-norm layers take where the paper's post-norm ones diverge,
 # and a rate that falls to zero over the last 30% of the run (of --steps, or of
 # --time-budget). For runs of half an hour or more see benchmarks/README.md (dropout).
-# Flags given on the command line win; the model's sizes apply only without --preset.
+# Flags given on the command line win; the model's part applies only without --preset and
+# --resume.
 CORPUS_RECIPES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "bible-en-fr": {
         "model": {
@@ -52,10 +53,13 @@ def recipe_flags(corpus: str) -> List[str]:
 
 
 def corpus_defaults(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
-    """The defaults that ``--corpus NAME`` in ``argv`` brings (its recipe), or {}."""
+    """The defaults that ``--corpus NAME`` in ``argv`` brings (its recipe), or {}. The
+    model's part is left out with ``--preset`` (the preset's sizes) and with ``--resume``
+    (the checkpoint's model, perhaps from an older recipe)."""
     probe = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     probe.add_argument("--corpus")
     probe.add_argument("--preset")
+    probe.add_argument("--resume", action="store_true")
     try:
         known, _ = probe.parse_known_args(argv)
     except argparse.ArgumentError:  # the real parser says what is wrong
@@ -63,7 +67,8 @@ def corpus_defaults(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
     recipe = CORPUS_RECIPES.get(known.corpus)
     if recipe is None:
         return {}
-    return {**recipe["training"], **(recipe["model"] if known.preset is None else {})}
+    own_model = known.preset is None and not known.resume
+    return {**recipe["training"], **(recipe["model"] if own_model else {})}
 
 
 class TrainParser(argparse.ArgumentParser):
@@ -80,7 +85,10 @@ class TrainParser(argparse.ArgumentParser):
 
 def recipe_epilog() -> str:
     """What ``--help`` says about the corpus recipes."""
-    lines = ["defaults of a built-in corpus (flags given win; the model's only without --preset):"]
+    lines = [
+        "defaults of a built-in corpus (flags given win; the model's only without --preset "
+        "and --resume):"
+    ]
     for corpus in CORPUS_RECIPES:
         lines.append(f"  --corpus {corpus}: {' '.join(recipe_flags(corpus))}")
     return "\n".join(lines)
