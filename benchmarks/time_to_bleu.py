@@ -13,8 +13,8 @@ the best test BLEU after 10 minutes on a 2-core CPU. ``--recipe shipped`` trains
 recipe of ``checkpoints/bible-en-fr.pt`` (``checkpoints/README.md``) instead, less its fixed
 step count and checkpoint averaging, which need the run's length in steps (a budgeted run
 has none): BPE 6,000, N = 3, d_model 256, h 4, d_ff 1024, P_drop 0.2, post-norm, no
-cool-down, batches of 4,000 tokens, warm-up 800, lr factor 0.5. ``--train-args`` adds flags (or overrides the
-recipe's: the last one given wins).
+cool-down, batches of 4,000 tokens, warm-up 800, lr factor 0.5. ``--train-args`` adds flags
+(or overrides the recipe's: the last one given wins).
 
     python benchmarks/time_to_bleu.py                        # 3, 10 and 30 minutes (~50 min)
     python benchmarks/time_to_bleu.py --budgets 10 --threads 2
