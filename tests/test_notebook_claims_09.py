@@ -137,3 +137,28 @@ def test_the_live_run_s_batches_and_validation_are_the_ones_the_prose_states():
         f"validation decodes {value['eval_limit']} verses, at most "
         f"{value['decode_max_len']} tokens each"
     ) in text
+
+
+def test_the_live_run_is_the_command_line_s_recipe_for_the_corpus():
+    from transformer_lib.cli.recipes import CORPUS_RECIPES
+
+    recipe = CORPUS_RECIPES["bible-en-fr"]
+    model, training = recipe["model"], recipe["training"]
+    code = " ".join(source(cell_with("TrainSettings(")).split())
+
+    def value(name: str) -> str:
+        return re.search(rf"\b{name}=([\w.]+)", code).group(1)
+
+    assert int(value("d_model")) == model["d_model"]
+    assert int(value("d_ff")) == model["d_ff"]
+    assert int(value("h")) == model["heads"]
+    assert int(value("N")) == model["layers"]
+    assert float(value("P_drop")) == model["dropout"]
+    assert value("norm_first") == str(model["norm_first"])
+    assert int(value("max_tokens")) == training["max_tokens"]
+    assert int(value("warmup")) == training["warmup"]
+    assert float(value("lr_factor")) == training["lr_factor"]
+    assert "cooldown" not in code  # left out, and the prose says why
+    text = " ".join(prose().split())
+    assert f"factor {training['lr_factor']} in Eq. 3" in text
+    assert f"over the last {training['cooldown']:.0%} of the run) is left out" in text
