@@ -132,7 +132,7 @@ def test_the_live_run_s_batches_and_validation_are_the_ones_the_prose_states():
         for name in ("max_tokens", "eval_limit", "decode_max_len")
     }
     text = " ".join(prose().split())
-    assert f"batches of about {value['max_tokens']:,} tokens" in text
+    assert f"batches of at most {value['max_tokens']:,} padded tokens a side" in text
     assert (
         f"validation decodes {value['eval_limit']} verses, at most "
         f"{value['decode_max_len']} tokens each"
@@ -160,5 +160,7 @@ def test_the_live_run_is_the_command_line_s_recipe_for_the_corpus():
     assert float(value("lr_factor")) == training["lr_factor"]
     assert "cooldown" not in code  # left out, and the prose says why
     text = " ".join(prose().split())
-    assert f"factor {training['lr_factor']} in Eq. 3" in text
-    assert f"over the last {training['cooldown']:.0%} of the run) is left out" in text
+    assert f"Eq. 3 with factor {training['lr_factor']} and {training['warmup']} warm-up" in text
+    assert f"{value('steps')} steps instead of {training['steps']:,}" in text
+    assert f"instead of {training['eval_limit']}; and no cool-down" in text
+    assert f"to zero over the last {training['cooldown']:.0%} of the run" in text
