@@ -161,6 +161,8 @@ def test_the_live_run_is_the_command_line_s_recipe_for_the_corpus():
     assert "cooldown" not in code  # left out, and the prose says why
     text = " ".join(prose().split())
     assert f"Eq. 3 with factor {training['lr_factor']} and {training['warmup']} warm-up" in text
+    peak = training["lr_factor"] * model["d_model"] ** -0.5 * training["warmup"] ** -0.5
+    assert f"peaks at {peak:.1e}".replace("e-0", "e-") in text  # Eq. 3 at step = warm-up
     assert f"{value('steps')} steps instead of {training['steps']:,}" in text
     assert f"instead of {training['eval_limit']}; and no cool-down" in text
     assert f"to zero over the last {training['cooldown']:.0%} of the run" in text
