@@ -31,6 +31,12 @@ def prose() -> str:
     return "\n".join(source(c) for c in cells(NAME) if c["cell_type"] == "markdown")
 
 
+def live_setting(name: str) -> str:
+    """A keyword argument of the live run's cell (section 4), as written: ``max_tokens=1500``."""
+    code = " ".join(source(cell_with("TrainSettings(")).split())
+    return re.search(rf"\b{name}=([\w.]+)", code).group(1)
+
+
 @pytest.fixture(scope="module")
 def scores():
     return load_checkpoint(shipped_checkpoint("bible-en-fr"))["extra"]["scores"]
@@ -126,10 +132,8 @@ def test_live_training_is_short_and_its_output_one_line_per_evaluation():
 
 
 def test_the_live_run_s_batches_and_validation_are_the_ones_the_prose_states():
-    settings = " ".join(source(cell_with("TrainSettings(")).split())
     value = {
-        name: int(re.search(rf"{name}=(\d+)", settings).group(1))
-        for name in ("max_tokens", "eval_limit", "decode_max_len")
+        name: int(live_setting(name)) for name in ("max_tokens", "eval_limit", "decode_max_len")
     }
     text = " ".join(prose().split())
     assert f"batches of at most {value['max_tokens']:,} padded tokens a side" in text
@@ -144,11 +148,8 @@ def test_the_live_run_is_the_command_line_s_recipe_for_the_corpus():
 
     recipe = CORPUS_RECIPES["bible-en-fr"]
     model, training = recipe["model"], recipe["training"]
+    value = live_setting
     code = " ".join(source(cell_with("TrainSettings(")).split())
-
-    def value(name: str) -> str:
-        return re.search(rf"\b{name}=([\w.]+)", code).group(1)
-
     assert int(value("d_model")) == model["d_model"]
     assert int(value("d_ff")) == model["d_ff"]
     assert int(value("h")) == model["heads"]
