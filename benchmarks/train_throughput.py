@@ -10,7 +10,11 @@ The workload (the step, both models, the batch, the presets) is ``workload.py``'
   training command line runs it on a CPU (the same dropout masks in one pass, the
   feed-forward layer as one function, attention read in place from the projections; needs
   a C++ compiler, built on first use, ~30 s; ``--no-compiled-kernels`` leaves it out; left
-  out with a note where they cannot be built).
+  out with a note where they cannot be built);
+* with ``--compile``: ``transformer_lib compiled``, ``torch.compile(model)`` with Inductor's
+  defaults, and ``+ compile_model``, ``transformer_lib.fast.compile_model(model)`` (on a
+  CPU: Inductor with PyTorch's own dropout masks and a ReLU backward that saves no ``bool``
+  mask; the command line's ``--compile``); each prints how long its first step took.
 
 The process keeps freed memory (glibc's malloc told not to hand it back to the OS; see
 ``transformer_lib.fast.allocator``), so each model runs at its steady state: with the C
@@ -42,7 +46,7 @@ import torch
 
 import common
 from transformer_lib import TransformerConfig
-from transformer_lib.fast import keep_freed_memory
+from transformer_lib.fast import compile_model, keep_freed_memory
 from workload import (
     PRESETS,
     QUICK,
@@ -61,12 +65,21 @@ LABELS = (
     "+ accelerate, no kernels",
     "+ compiled kernels",
     "transformer_lib compiled",
+    "+ compile_model",
 )
+
+
+# the compiled rows: Inductor's defaults, and transformer_lib.fast.compile_model (on a CPU,
+# Inductor with PyTorch's own dropout masks and a ReLU backward that saves no bool mask)
+COMPILED: Dict[str, Callable[[torch.nn.Module], torch.nn.Module]] = {
+    "transformer_lib compiled": torch.compile,
+    "+ compile_model": compile_model,
+}
 
 
 def model_labels(args) -> list:
     """The rows of one preset and dtype, in order."""
-    wanted = (True, True, args.accelerate, args.with_compiled_kernels, args.compile)
+    wanted = (True, True, args.accelerate, args.with_compiled_kernels, args.compile, args.compile)
     return [label for label, want in zip(LABELS, wanted) if want]
 
 
@@ -76,14 +89,15 @@ def step_for(
     """A fresh model of row ``label`` and its training step."""
     torch.manual_seed(args.seed)
     model = make_model(label, c, device)
-    if label == "transformer_lib compiled":
+    compiled = label in COMPILED
+    if compiled:
         t0 = time.perf_counter()
-        model = torch.compile(model)
+        model = COMPILED[label](model)
     step = train_step_fn(model, src, tgt, c.pad_id, dtype_name == "bf16", device, args.fused_adam)
-    if label == "transformer_lib compiled":
+    if compiled:
         step()  # compiles here
         common.sync(device)
-        print(f"# torch.compile ({dtype_name}): first step took {time.perf_counter() - t0:.1f} s")
+        print(f"# {label} ({dtype_name}): first step took {time.perf_counter() - t0:.1f} s")
     return step
 
 
@@ -107,7 +121,7 @@ def isolated_times(label: str, preset: str, dtype_name: str) -> list:
         raise SystemExit(f"the process timing {label!r} failed:\n{out.stderr[-3000:]}")
     lines = out.stdout.splitlines()
     for x in lines:
-        if x.startswith("# torch.compile"):  # the child's compile time
+        if x.endswith(" s") and "first step took" in x:  # the child's compile time
             print(x)
     line = next(x for x in lines if x.startswith(TIMES_PREFIX))
     return json.loads(line[len(TIMES_PREFIX) :])
@@ -211,7 +225,11 @@ def main() -> None:
         choices=["fp32", "bf16"],
         help="bf16 is left out, with a note, on a CPU without native bf16",
     )
-    p.add_argument("--compile", action="store_true", help="also time torch.compile(ours)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time torch.compile(ours) and transformer_lib.fast.compile_model(ours)",
+    )
     p.add_argument(
         "--fused-adam",
         action=argparse.BooleanOptionalAction,

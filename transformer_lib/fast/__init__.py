@@ -30,7 +30,9 @@ tests in ``tests/test_fast_*.py`` check it); the masks differ from ``nn.Dropout`
 draws its own. On a GPU the swapped modules run the plain code.
 
 :func:`keep_freed_memory` (:mod:`.allocator`) is the process-wide allocator setting that
-the training command line and the benchmarks use.
+the training command line and the benchmarks use. :func:`compile_model` (:mod:`.inductor`) is
+``torch.compile`` with the two Inductor settings that keep a compiled CPU step from losing to
+eager (the training command line's ``--compile``).
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ from .allocator import keep_freed_memory
 from .attention import FastMultiHeadAttention
 from .dropout import FastDropout
 from .feedforward import FastFeedForward
+from .inductor import compile_model
 
 __all__ = [
     "accelerate",
+    "compile_model",
     "kernels_available",
     "keep_freed_memory",
     "FastDropout",
