@@ -31,8 +31,9 @@ SCRIPTS = {
     "padding.py": ["packed speed-up", "length-sorted (token_batches)"],
     "score_translation.py": ["| copy the source |", "| greedy |", "| beam 4, alpha 0.6 |"],
 }
-if shutil.which("c++"):  # the compiled kernels row, where they can be built
+if shutil.which("c++"):  # the compiled kernels row, and Inductor, where they can be built
     SCRIPTS["train_throughput.py"].append("+ compiled kernels")
+    SCRIPTS["inductor_cpu.py"] = ["bool mask y <= 0", "feed-forward step", "fast.compile_model"]
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
