@@ -193,8 +193,8 @@ def add_speed_flags(train: Group) -> None:
         help="compile the training step with torch.compile (dynamic shapes; "
         "default backend inductor, on a CPU with transformer_lib.fast."
         "compile_model's settings, and a C++ compiler needed there); the "
-        "first steps of each new batch shape compile (30-50 s for a "
-        "3+3-layer d_model 256 model on 2 CPU cores); turns the compiled CPU "
+        "first steps compile (about 80 s for a 3+3-layer d_model 256 "
+        "model on 2 CPU cores); turns the compiled CPU "
         "kernels off, which are faster on a CPU. Default: off",
     )
     train.add_argument(
