@@ -40,7 +40,7 @@ def main() -> None:
     mask_rows = {"eager": lambda: y <= 0, "torch.compile": lambda: mask(y)}
 
     torch.manual_seed(0)
-    layers = {name: PositionwiseFeedForward(d_model, d_ff, 0.1).train() for name in range(3)}
+    layers = [PositionwiseFeedForward(d_model, d_ff, 0.1).train() for _ in range(3)]
     x = torch.randn(tokens, d_model, requires_grad=True)
     step_models = {
         "eager": layers[0],

@@ -148,22 +148,21 @@ def test_the_live_run_is_the_command_line_s_recipe_for_the_corpus():
 
     recipe = CORPUS_RECIPES["bible-en-fr"]
     model, training = recipe["model"], recipe["training"]
-    value = live_setting
     code = " ".join(source(cell_with("TrainSettings(")).split())
-    assert int(value("d_model")) == model["d_model"]
-    assert int(value("d_ff")) == model["d_ff"]
-    assert int(value("h")) == model["heads"]
-    assert int(value("N")) == model["layers"]
-    assert float(value("P_drop")) == model["dropout"]
-    assert value("norm_first") == str(model["norm_first"])
-    assert int(value("max_tokens")) == training["max_tokens"]
-    assert int(value("warmup")) == training["warmup"]
-    assert float(value("lr_factor")) == training["lr_factor"]
+    assert int(live_setting("d_model")) == model["d_model"]
+    assert int(live_setting("d_ff")) == model["d_ff"]
+    assert int(live_setting("h")) == model["heads"]
+    assert int(live_setting("N")) == model["layers"]
+    assert float(live_setting("P_drop")) == model["dropout"]
+    assert live_setting("norm_first") == str(model["norm_first"])
+    assert int(live_setting("max_tokens")) == training["max_tokens"]
+    assert int(live_setting("warmup")) == training["warmup"]
+    assert float(live_setting("lr_factor")) == training["lr_factor"]
     assert "cooldown" not in code  # left out, and the prose says why
     text = " ".join(prose().split())
     assert f"Eq. 3 with factor {training['lr_factor']} and {training['warmup']} warm-up" in text
     peak = training["lr_factor"] * model["d_model"] ** -0.5 * training["warmup"] ** -0.5
     assert f"peaks at {peak:.1e}".replace("e-0", "e-") in text  # Eq. 3 at step = warm-up
-    assert f"{value('steps')} steps instead of {training['steps']:,}" in text
+    assert f"{live_setting('steps')} steps instead of {training['steps']:,}" in text
     assert f"instead of {training['eval_limit']}; and no cool-down" in text
     assert f"to zero over the last {training['cooldown']:.0%} of the run" in text
