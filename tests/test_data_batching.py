@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from transformer_lib.data import CharTokenizer, make_date_splits
-from transformer_lib.data.batching import Batch, encode_pairs, token_batches
+from transformer_lib.data import example_checks
+from transformer_lib.data.batching import Batch, encode_pairs, make_batch, token_batches
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -42,6 +43,27 @@ def test_every_example_exactly_once_and_rows_rebuild_it():
             assert unpad(b.src[row]) == src
             assert unpad(b.tgt_in[row]) == [BOS] + tgt
             assert unpad(b.tgt_out[row]) == tgt + [EOS]
+
+
+def test_each_example_is_checked_once_and_batched_as_make_batch_would(monkeypatch):
+    # a training run cuts every epoch into batches: the checks run once per example, not
+    # once more per batch and per padded row
+    calls = []
+
+    def counted(ids, name):
+        calls.append(name)
+        return checked(ids, name)
+
+    checked = example_checks.id_list
+    monkeypatch.setattr(example_checks, "id_list", counted)
+    examples = [(torch.tensor(s), tuple(t)) for s, t in random_examples(100)]  # any id sequence
+    batches = token_batches(examples, max_tokens=120, seed=3)
+    assert len(calls) == 2 * len(examples)
+    monkeypatch.undo()
+    for b in batches:
+        again = make_batch(examples, b.indices)
+        assert torch.equal(b.src, again.src) and torch.equal(b.tgt_in, again.tgt_in)
+        assert torch.equal(b.tgt_out, again.tgt_out) and b.n_tokens == again.n_tokens
 
 
 def test_shapes_dtype_shift_and_token_count():

@@ -131,8 +131,13 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tenso
     rows = [id_list(r, f"rows[{i}]") for i, r in enumerate(rows)]
     if not rows:
         raise ValueError("rows is empty: nothing to pad")
+    return _padded(rows, pad_id)
+
+
+def _padded(rows: List[List[int]], pad_id: int) -> torch.Tensor:
+    """:func:`pad_rows` of rows already checked."""
     width = max(len(r) for r in rows)
-    return torch.tensor([list(r) + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def make_batch(
@@ -156,9 +161,16 @@ def make_batch(
     if not indices:
         raise ValueError("indices is empty: a batch needs at least one example")
     chosen = [check_example(examples[i], i) for i in indices]
-    src = pad_rows([list(s) for s, _ in chosen], pad_id)  # (B, S)
-    tgt_in = pad_rows([[bos_id] + list(t) for _, t in chosen], pad_id)  # (B, T)
-    tgt_out = pad_rows([list(t) + [eos_id] for _, t in chosen], pad_id)  # (B, T)
+    return _batch(chosen, indices, pad_id, bos_id, eos_id)
+
+
+def _batch(
+    chosen: List[Example], indices: List[int], pad_id: int, bos_id: int, eos_id: int
+) -> Batch:
+    """:func:`make_batch` of examples already checked: ``chosen[k]`` is ``examples[indices[k]]``."""
+    src = _padded([s for s, _ in chosen], pad_id)  # (B, S)
+    tgt_in = _padded([[bos_id] + t for _, t in chosen], pad_id)  # (B, T)
+    tgt_out = _padded([t + [eos_id] for _, t in chosen], pad_id)  # (B, T)
     n_tokens = sum(len(t) + 1 for _, t in chosen)
     return Batch(src, tgt_in, tgt_out, n_tokens, list(indices))
 
@@ -201,4 +213,5 @@ def token_batches(
     groups = _group(examples, order, max_tokens)
     if shuffle:
         rng.shuffle(groups)
-    return [make_batch(examples, g, pad_id, bos_id, eos_id) for g in groups]
+    # the examples were checked above, once: each batch is only padded
+    return [_batch([examples[i] for i in g], g, pad_id, bos_id, eos_id) for g in groups]
