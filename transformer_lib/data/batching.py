@@ -128,10 +128,10 @@ def pad_rows(rows: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tenso
     check_int(pad_id, "pad_id", 0)
     if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
         raise TypeError(f"rows must be a list of lists of token ids, got {type(rows).__name__}")
-    rows = [id_list(r, f"rows[{i}]") for i, r in enumerate(rows)]
-    if not rows:
+    checked = [id_list(r, f"rows[{i}]") for i, r in enumerate(rows)]
+    if not checked:
         raise ValueError("rows is empty: nothing to pad")
-    return _padded(rows, pad_id)
+    return _padded(checked, pad_id)
 
 
 def _padded(rows: List[List[int]], pad_id: int) -> torch.Tensor:
