@@ -49,12 +49,12 @@ def test_each_example_is_checked_once_and_batched_as_make_batch_would(monkeypatc
     # a training run cuts every epoch into batches: the checks run once per example, not
     # once more per batch and per padded row
     calls = []
+    checked = example_checks.id_list
 
     def counted(ids, name):
         calls.append(name)
         return checked(ids, name)
 
-    checked = example_checks.id_list
     monkeypatch.setattr(example_checks, "id_list", counted)
     examples = [(torch.tensor(s), tuple(t)) for s, t in random_examples(100)]  # any id sequence
     batches = token_batches(examples, max_tokens=120, seed=3)

@@ -167,7 +167,8 @@ def make_batch(
 def _batch(
     chosen: List[Example], indices: List[int], pad_id: int, bos_id: int, eos_id: int
 ) -> Batch:
-    """:func:`make_batch` of examples already checked: ``chosen[k]`` is ``examples[indices[k]]``."""
+    """:func:`make_batch` of examples already checked (``chosen[k]`` is
+    ``examples[indices[k]]``)."""
     src = _padded([s for s, _ in chosen], pad_id)  # (B, S)
     tgt_in = _padded([[bos_id] + t for _, t in chosen], pad_id)  # (B, T)
     tgt_out = _padded([t + [eos_id] for _, t in chosen], pad_id)  # (B, T)
