@@ -257,10 +257,26 @@ def test_bf16_autocast_trains_and_keeps_float32_weights():
 
 @pytest.mark.parametrize("flag,calls", [([], 1), (["--no-keep-freed-memory"], 0)])
 def test_cli_keeps_freed_memory_unless_told_not_to(tmp_path, monkeypatch, flag, calls):
+    import transformer_lib.training.trainer as trainer_module
+
     made = []
-    monkeypatch.setattr(train_cli.fast, "keep_freed_memory", lambda: made.append(1) or "")
+    monkeypatch.setattr(trainer_module, "keep_freed_memory", lambda: made.append(1) or "")
     train_cli.main([*CLI_ARGS, "--steps", "1", "--out", str(tmp_path / "r"), *flag])
     assert len(made) == calls
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_fit_keeps_freed_memory_as_its_settings_say(monkeypatch, keep):
+    import transformer_lib.training.trainer as trainer_module
+
+    made = []
+    monkeypatch.setattr(trainer_module, "keep_freed_memory", lambda: made.append(1) or "")
+    trainer = make_trainer(steps=2)
+    trainer.settings = dataclasses.replace(trainer.settings, keep_freed_memory=keep)
+    trainer.fit()
+    assert trainer.step == 2 and len(made) == (1 if keep else 0)
+    with pytest.raises(TypeError, match="keep_freed_memory"):
+        dataclasses.replace(trainer.settings, keep_freed_memory="yes")
 
 
 def test_request_stop_ends_fit_after_the_step_with_a_checkpoint(tmp_path):

@@ -52,6 +52,7 @@ FLAGS = {
     "settings.time_budget": "--time-budget",
     "settings.seed": "--seed",
     "settings.bf16": "--bf16",
+    "settings.keep_freed_memory": "--keep-freed-memory",
 }
 
 

@@ -155,8 +155,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     ckpt_path = check_args(parser, args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.keep_freed_memory:
-        fast.keep_freed_memory()
     running = Running()
     try:
         with signals_interrupt():

@@ -35,6 +35,7 @@ MAY_CHANGE = frozenset(
         "settings.average_every",  # the final average
         "settings.progress",
         "settings.verbose",  # what is printed
+        "settings.keep_freed_memory",  # speed only
     }
 )
 

@@ -39,6 +39,11 @@ class TrainSettings:
     step, with a checkpoint, as after a stop request; None: no limit. ``cooldown``: the
     last fraction of the run over which the learning rate falls linearly to zero (the run's
     end is ``steps``, or the time budget if that comes first); 0: the schedule alone.
+    ``keep_freed_memory``: on Linux with glibc, :meth:`Trainer.fit` first tells ``malloc`` to
+    keep the memory a step frees for the next step, for the rest of the process
+    (:func:`transformer_lib.fast.keep_freed_memory`): fewer page faults, above all around
+    a large vocabulary's logits, and the same results; False leaves the C library's
+    defaults (once set, they stay set in that process).
     """
 
     steps: int = 1000
@@ -60,6 +65,7 @@ class TrainSettings:
     average_every: int = 100
     time_budget: Optional[float] = None
     cooldown: float = 0.0
+    keep_freed_memory: bool = True
 
     def __post_init__(self) -> None:
         """Refuse, naming the field, any value training could not honour."""
@@ -70,7 +76,7 @@ class TrainSettings:
         check_int(self.seed, "seed", 0, SEED_MAX)
         check_float(self.lr_factor, "lr_factor", 0.0, min_open=True)
         check_float(self.label_smoothing, "label_smoothing", 0.0, 1.0, max_open=True)
-        for name in ("bf16", "verbose"):
+        for name in ("bf16", "verbose", "keep_freed_memory"):
             check_bool(getattr(self, name), name)
         if self.decode_max_len is not None:
             check_int(self.decode_max_len, "decode_max_len", 1)

@@ -16,6 +16,7 @@ import torch
 from ..config import TransformerConfig
 from ..data.batching import Example, encode_fitting, token_batches
 from ..data.tokenizers import Tokenizer
+from ..fast.allocator import keep_freed_memory
 from ..model import Transformer
 from .averaging import WeightAveraging
 from .checkpoint import (load_checkpoint, remove_temporaries, rng_state, save_checkpoint,
@@ -181,6 +182,8 @@ class Trainer(WeightAveraging, RunEnd):
         (step, loss, lr, val_*). Each due checkpoint is written before validation, so a
         failing validation cannot lose the steps before it."""
         s, main = self.settings, self.dist.is_main
+        if s.keep_freed_memory:
+            keep_freed_memory()                     # process-wide; changes no result
         self.stopped_early = self.budget_spent = False
         deadline = None if s.time_budget is None else time.perf_counter() + 60 * s.time_budget
         bar = make_display(s.progress, s.steps, self.step, show=main)
