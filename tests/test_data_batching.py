@@ -153,3 +153,21 @@ def test_bad_input_names_the_argument():
             [("a", "b")], CharTokenizer.train(["ab"]), CharTokenizer.train(["ab"]), max_len=1
         )
     assert token_batches([], max_tokens=10) == []
+
+
+def test_id_lists_of_every_kind_come_back_as_new_lists_of_plain_ints():
+    import numpy as np
+
+    plain = [3, 0, 7]
+    out = example_checks.id_list(plain, "ids")
+    assert out == plain and out is not plain  # a copy: batching never aliases the caller's
+    for ids in ((3, 0, 7), torch.tensor([3, 0, 7]), np.array([3, 0, 7]), [3, np.int64(0), 7]):
+        out = example_checks.id_list(ids, "ids")
+        assert out == plain and all(type(i) is int for i in out), ids
+    for bad, error, text in (
+        ([3, -1], ValueError, "got -1"),
+        ([3, True], TypeError, r"got True \(bool\)"),
+        ([3, 1.0], TypeError, r"got 1.0 \(float\)"),
+    ):
+        with pytest.raises(error, match=text):
+            example_checks.id_list(bad, "ids")

@@ -56,6 +56,11 @@ def id_list(ids, name: str) -> List[int]:
         raise TypeError(
             f"{name} must be a list of token ids (int), got {type(ids).__name__} {ids!r:.40}"
         )
+    if set(map(type, ids)) <= {int}:  # plain ints, the usual case: checked without a loop here
+        ids = list(ids)
+        if ids and min(ids) < 0:
+            raise ValueError(f"{name} must hold token ids (int >= 0), got {min(ids)}")
+        return ids
     bad = [i for i in ids if isinstance(i, bool) or not hasattr(i, "__index__")]
     if bad:
         raise TypeError(
