@@ -28,7 +28,7 @@ NOTEBOOKS = sorted(
     p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if "appendix" not in p.stem
 )  # the kit teaches 01-09
 # Notebooks too long to run a second time in CI (07 trains for a minute, 08 decodes 1000
-# test dates several ways, 09 trains for two minutes and decodes 1000 verses):
+# test dates several ways, 09 trains for a little over two minutes and decodes 1000 verses):
 # nbval already runs their cells top to bottom, so the test checks that the student copy
 # has exactly those cells, less the solutions, and runs its set-up cells and its exercise
 # cells.

@@ -30,9 +30,10 @@ tests in ``tests/test_fast_*.py`` check it); the masks differ from ``nn.Dropout`
 draws its own. On a GPU the swapped modules run the plain code.
 
 :func:`keep_freed_memory` (:mod:`.allocator`) is the process-wide allocator setting that
-training (``TrainSettings.keep_freed_memory``, on by default) and the benchmarks use. :func:`compile_model` (:mod:`.inductor`) is
-``torch.compile`` with the two Inductor settings that keep a compiled CPU step from losing to
-eager (the training command line's ``--compile``).
+training (``TrainSettings.keep_freed_memory``, on by default) and the benchmarks use.
+:func:`compile_model` (:mod:`.inductor`) is ``torch.compile`` with the two Inductor settings
+that keep a compiled CPU step from losing to eager (the training command line's
+``--compile``).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ On a CPU, :func:`compile_model` hands ``torch.compile`` a backend that is Induct
   forward pass saves the ``bool`` mask ``y <= 0`` for the backward pass, and Inductor's
   vectorised CPU code stores ``bool`` values through a slow conversion: a 1536 x 1024 mask
   took 15.7 ms against eager's 0.9 ms on a 2-core AVX2 EPYC (``benchmarks/inductor_cpu.py``).
-  Written with ``sign`` the forward pass keeps the ReLU's float output, as eager does. The two agree wherever ``grad`` and
-  ``y`` are finite.
+  Written with ``sign`` the forward pass keeps the ReLU's float output, as eager does. The
+  two agree wherever ``grad`` and ``y`` are finite.
 
 Elsewhere (a GPU) it is plain ``torch.compile``, which already wins there. The figures are in
 ``benchmarks/README.md``; ``benchmarks/train_throughput.py --compile`` measures both.
