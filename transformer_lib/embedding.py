@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 
-from .checks import check_int, check_token_ids
+from .checks import check_ids, check_int
 
 
 class TokenEmbedding(nn.Module):
@@ -22,8 +22,10 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0):
         super().__init__()
-        _check_arguments(vocab_size, d_model, pad_id)
-        self.d_model = d_model
+        check_int(vocab_size, "vocab_size", 1)
+        check_int(d_model, "d_model", 1)
+        if pad_id is not None:
+            check_int(pad_id, "pad_id", 0, vocab_size - 1)
         self.scale = math.sqrt(d_model)
         self.lookup = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.lookup.weight, std=d_model ** -0.5)
@@ -37,17 +39,5 @@ class TokenEmbedding(nn.Module):
         return self.lookup.weight
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        check_token_ids(ids, "ids", self.lookup.num_embeddings)
-        return self.scaled(ids)
-
-    def scaled(self, ids: torch.Tensor) -> torch.Tensor:
-        """The lookup times sqrt(d_model), unchecked: ``Transformer`` checks its ``src`` and
-        ``tgt`` once, where they enter."""
-        return self.lookup(ids) * self.scale  # (B, L, D)
-
-
-def _check_arguments(vocab_size: int, d_model: int, pad_id: int | None) -> None:
-    check_int(vocab_size, "vocab_size", 1)
-    check_int(d_model, "d_model", 1)
-    if pad_id is not None:
-        check_int(pad_id, "pad_id", 0, vocab_size - 1)
+        check_ids(ids, "ids", self.lookup.num_embeddings)
+        return self.lookup(ids) * self.scale                                  # (B, L, D)

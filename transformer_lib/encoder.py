@@ -7,7 +7,6 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .checks import check_mask, check_sequence, checked_inputs, inputs_checked
 from .config import TransformerConfig
 from .feedforward import PositionwiseFeedForward
 from .residual import ResidualNorm
@@ -26,7 +25,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         c = config
-        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.attn_drop)
+        self.self_attn = MultiHeadAttention(c.d_model, c.h, c.attn_drop, c.d_k)
         self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.P_drop)
         self.attn_block = ResidualNorm(c.d_model, c.P_drop, c.norm_first, c.layer_norm_eps)
         self.ff_block = ResidualNorm(c.d_model, c.P_drop, c.norm_first, c.layer_norm_eps)
@@ -53,22 +52,11 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.N))
         self.norm = (nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
                      if config.norm_first else nn.Identity())
-        self.d_model, self.h = config.d_model, config.h             # for the input checks
 
     def forward(self, x: Tensor, mask: Optional[Tensor] = None,
                 need_weights: bool = False) -> Tuple[Tensor, List[Optional[Tensor]]]:
-        if not inputs_checked():                 # by the Transformer that called this stack
-            self.check_inputs(x, mask)
         weights = []
-        with checked_inputs():                   # the layers do not check them again
-            for layer in self.layers:
-                x, w = layer(x, mask, need_weights)
-                weights.append(w)
+        for layer in self.layers:
+            x, w = layer(x, mask, need_weights)
+            weights.append(w)
         return self.norm(x), weights
-
-    def check_inputs(self, x: Tensor, mask: Optional[Tensor]) -> None:
-        """Raise unless x (B, S, D) is floating-point and the mask None or bool,
-        broadcastable to (B, H, S, S)."""
-        check_sequence(x, "x", self.d_model)
-        B, S, _ = x.shape
-        check_mask(mask, "mask", (B, self.h, S, S))

@@ -7,16 +7,14 @@ One convention: a boolean tensor, ``True`` = may attend, broadcastable to
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
-from .checks import check_int, check_mask, check_token_ids
+from .checks import check_ids, check_int, check_mask
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Keys that are not padding: (B, L) ids -> (B, 1, 1, L) bool."""
-    check_token_ids(ids, "ids")
+    check_ids(ids, "ids")
     check_int(pad_id, "pad_id", 0)
     return (ids != pad_id)[:, None, None, :]                                 # (B, 1, 1, L)
 
@@ -39,29 +37,9 @@ def decoder_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
     return padding_mask(tgt, pad_id) & causal_mask(tgt.shape[1], tgt.device)  # (B, 1, T, T)
 
 
-def combine(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """Logical AND of the masks that are not None (None if all are)."""
-    _check_combinable(masks)
-    result = None
-    for mask in masks:
-        if mask is not None:
-            result = mask if result is None else result & mask
-    return result
-
-
 def to_blocked(mask: torch.Tensor) -> torch.Tensor:
     """Convert to ``nn.MultiheadAttention``'s convention, where True means *blocked*."""
-    check_mask(mask, "mask", optional=False)
+    if mask is None:
+        raise TypeError("mask must be a bool tensor, got None")
+    check_mask(mask, "mask")
     return ~mask
-
-
-def _check_combinable(masks: tuple) -> None:
-    """Raise unless every mask is None or bool and together they broadcast."""
-    for i, mask in enumerate(masks):
-        check_mask(mask, f"masks[{i}]")
-    shapes = [tuple(m.shape) for m in masks if m is not None]
-    try:
-        torch.broadcast_shapes(*shapes)
-    except RuntimeError:
-        raise ValueError(f"masks of shapes {', '.join(map(str, shapes))} do not broadcast "
-                         "to one shape") from None

@@ -7,7 +7,7 @@ once: with tied embeddings (§3.4) the (V, D) matrix is counted a single time, u
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 from torch import nn
 
@@ -24,6 +24,7 @@ _COMPONENTS = (
     ("decoder.layers.", "_block.norm.", "decoder layer norms"),
     ("encoder.norm.", "", "encoder final norm"),
     ("decoder.norm.", "", "decoder final norm"),
+    ("positions.", "", "learned positions"),
     ("src_embed.", "", "source embedding"),
     ("tgt_embed.", "", "target embedding"),
     ("generator.", "", "output projection"),
@@ -59,9 +60,11 @@ def count_parameters(model: nn.Module) -> Dict[str, int]:
     return counts
 
 
-def mha_params(d_model: int) -> int:
-    """W^Q, W^K, W^V, W^O (each D x D) and their biases: 4 D^2 + 4 D (§3.2.2)."""
-    return 4 * d_model * d_model + 4 * d_model
+def mha_params(d_model: int, qk_width: Optional[int] = None) -> int:
+    """W^Q, W^K, W^V, W^O and their biases: 4 D^2 + 4 D (§3.2.2). With queries and keys of
+    ``qk_width`` = h * d_k (Table 3, row B), W^Q and W^K are (h d_k) x D."""
+    qk = d_model if qk_width is None else qk_width
+    return 2 * (qk * d_model + qk) + 2 * (d_model * d_model + d_model)
 
 
 def ffn_params(d_model: int, d_ff: int) -> int:
@@ -78,17 +81,20 @@ def formula_counts(config: TransformerConfig) -> Dict[str, int]:
     """The keys and values of :func:`count_parameters`, from the config alone."""
     c = config
     D, N = c.d_model, c.N
+    attn = mha_params(D, None if c.d_k is None else c.h * c.d_k)
     counts = {
-        "encoder self-attention": N * mha_params(D),
+        "encoder self-attention": N * attn,
         "encoder feed-forward": N * ffn_params(D, c.d_ff),
         "encoder layer norms": N * 2 * layer_norm_params(D),
-        "decoder self-attention": N * mha_params(D),
-        "decoder cross-attention": N * mha_params(D),
+        "decoder self-attention": N * attn,
+        "decoder cross-attention": N * attn,
         "decoder feed-forward": N * ffn_params(D, c.d_ff),
         "decoder layer norms": N * 3 * layer_norm_params(D),
     }
     if c.norm_first:
         counts["encoder final norm"] = counts["decoder final norm"] = layer_norm_params(D)
+    if c.positions == "learned":
+        counts["learned positions"] = c.max_len * D
     if c.tie_embeddings:
         counts["embeddings (shared)"] = c.src_vocab_size * D
     else:

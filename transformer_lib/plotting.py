@@ -1,11 +1,9 @@
-"""Matplotlib figures reused by the notebooks: positional encodings, attention, masks, and
-per-layer quantities of whole models (gradient norms).
+"""Matplotlib figures reused by the notebooks: positional encodings, masks, attention
+heatmaps per layer and head (§3.2.2, Figures 3-5), and per-layer curves of whole models.
 
-Every function returns the ``matplotlib.figure.Figure`` it drew and never calls
-``plt.show()``; pass ``ax=`` to draw into an existing axes instead of a new figure.
-The grids of attention heatmaps are drawn by :mod:`transformer_lib.heatmaps`.
+Every function returns the ``Figure`` it drew and never calls ``plt.show()``; pass ``ax=``
+to draw into an existing axes instead of a new figure.
 """
-
 from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
@@ -15,17 +13,6 @@ import torch
 from matplotlib.figure import Figure
 
 from .checks import check_int
-from .heatmaps import MIN_TICK_POINTS, attention_heads, label_axes
-
-__all__ = [
-    "positional_heatmap",
-    "positional_curves",
-    "positional_similarity",
-    "attention_heads",
-    "mask_grid",
-    "per_layer_lines",
-    "MIN_TICK_POINTS",
-]
 
 Tensor = torch.Tensor
 
@@ -40,96 +27,74 @@ def _as_2d(x, name: str) -> Tensor:
     return x.float()
 
 
-def _axes(ax, figsize) -> tuple:
+def _axes(ax, figsize):
     if ax is None:
-        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
-        return fig, ax
+        return plt.subplots(figsize=figsize, layout="constrained")
     return ax.figure, ax
+
+
+def label_axes(ax, tokens_q, tokens_k, fontsize: Optional[float] = None) -> None:
+    """Key tokens under the columns, query tokens beside the rows."""
+    ax.set_xticks(range(len(tokens_k)), tokens_k, rotation=90, fontsize=fontsize)
+    ax.set_yticks(range(len(tokens_q)), tokens_q, fontsize=fontsize)
 
 
 def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encoding") -> Figure:
     """Heatmap of a (positions, d_model) table: one row per position, one column per dimension."""
-    table = _as_2d(table, "table")  # (L, D)
+    table = _as_2d(table, "table")                                           # (L, D)
     fig, ax = _axes(ax, (7, 3.5))
-    im = ax.imshow(
-        table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
-    )
-    ax.set_xlabel("dimension")
-    ax.set_ylabel("position")
-    ax.set_title(title)
-    fig.colorbar(im, ax=ax, label="value")
+    im = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
+                   interpolation="nearest")
+    ax.set(xlabel="dimension i", ylabel="position", title=title)
+    fig.colorbar(im, ax=ax, label="PE[position, i]")
     return fig
 
 
-def positional_curves(
-    table,
-    dims: Sequence[int],
-    ax=None,
-    title: str = "Positional encoding of chosen dimensions",
-    positions: Optional[Sequence[float]] = None,
-) -> Figure:
-    """One curve per chosen dimension, value against position; the legend sits outside the
-    axes, to the right, so that it never hides a curve.
-
-    ``positions``: the position of each row of ``table`` (default 0, 1, ..., L - 1), e.g. the
-    fractional positions of the formula sampled between the integers.
-    """
-    table = _as_2d(table, "table")  # (L, D)
-    bad = [d for d in dims if not 0 <= d < table.shape[1]]
-    if bad:
-        raise ValueError(f"dims must lie in [0, {table.shape[1]}), got {bad}")
+def positional_curves(table, dims: Sequence[int], ax=None,
+                      title: str = "Positional encoding of chosen dimensions",
+                      positions: Optional[Sequence[float]] = None) -> Figure:
+    """One curve per chosen dimension, value against position (``positions``: each row's
+    position, default 0, 1, ...); the legend sits outside the axes."""
+    table = _as_2d(table, "table")                                           # (L, D)
+    if any(not 0 <= d < table.shape[1] for d in dims):
+        raise ValueError(f"dims must lie in [0, {table.shape[1]}), got {list(dims)}")
     x = torch.arange(table.shape[0]) if positions is None else torch.as_tensor(positions)
     if x.dim() != 1 or len(x) != table.shape[0]:
-        raise ValueError(
-            f"positions must hold one position per row of table "
-            f"({table.shape[0]}), got shape {tuple(x.shape)}"
-        )
+        raise ValueError(f"positions must hold one position per row of table ({table.shape[0]})")
     fig, ax = _axes(ax, (7, 3))
     for d in dims:
         ax.plot(x.numpy(), table[:, d].numpy(), label=f"dim {d}")
-    ax.set_xlabel("position")
-    ax.set_ylabel("value")
+    ax.set(xlabel="position", ylabel="PE[position, dim]")
     ax.set_title(title, fontsize="medium")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
     return fig
 
 
 def positional_similarity(table, position: int, ax=None, title: Optional[str] = None) -> Figure:
-    """Dot product of one position's encoding with every other's, against their distance k.
-
-    For the sinusoidal table ``PE[p] . PE[p + k] = sum_i cos(k w_i)``: the curve has the same
-    shape for every ``position``, only the range of distances shown moves.
-    """
-    table = _as_2d(table, "table")  # (L, D)
+    """Dot product of one position's encoding with every other's, against their distance k:
+    ``PE[p] . PE[p + k] = sum_i cos(k w_i)``, the same curve for every p."""
+    table = _as_2d(table, "table")                                           # (L, D)
     check_int(position, "position", 0, table.shape[0] - 1)
     fig, ax = _axes(ax, (6, 2.8))
-    sims = table @ table[position]  # (L,)
-    distance = torch.arange(table.shape[0]) - position  # (L,)
+    sims = table @ table[position]                                           # (L,)
+    distance = torch.arange(table.shape[0]) - position
     ax.plot(distance.numpy(), sims.numpy(), label=f"PE[{position}] · PE[{position} + k]")
     ax.axhline(table.shape[1] / 2, color="grey", linestyle=":", label="D / 2 (at k = 0)")
-    ax.set_xlabel("distance k (positions)")
-    ax.set_ylabel("dot product")
+    ax.set(xlabel="distance k (positions)", ylabel="dot product")
     ax.set_title(title or "Similarity against distance", fontsize="medium")
     ax.legend(loc="upper right", fontsize="small")
     return fig
 
 
-def mask_grid(
-    mask,
-    tokens_q: Optional[Sequence[str]] = None,
-    tokens_k: Optional[Sequence[str]] = None,
-    ax=None,
-    title: str = "mask (True = may attend)",
-) -> Figure:
-    """Draw a boolean (T_q, T_k) mask: filled cells may attend, white cells are blocked.
-
-    Leading size-1 dimensions (as in (1, 1, T, T) masks) are dropped; ``tokens_k`` defaults
-    to ``tokens_q`` for a square mask.
-    """
+def mask_grid(mask, tokens_q: Optional[Sequence[str]] = None,
+              tokens_k: Optional[Sequence[str]] = None, ax=None,
+              title: str = "mask (True = may attend)") -> Figure:
+    """A boolean (T_q, T_k) mask: filled cells may attend, white cells are blocked. Leading
+    size-1 dimensions are dropped; ``tokens_k`` defaults to ``tokens_q`` for a square mask."""
     mask = torch.as_tensor(mask)
     if mask.dtype != torch.bool:
         raise TypeError(f"mask must have dtype torch.bool, got {mask.dtype}")
-    grid = _as_2d(mask, "mask")  # (T_q, T_k)
+    grid = _as_2d(mask, "mask")                                              # (T_q, T_k)
     t_q, t_k = grid.shape
     fig, ax = _axes(ax, (max(2.5, 0.35 * t_k + 1), max(2.5, 0.35 * t_q + 1)))
     ax.imshow(grid.numpy(), cmap="Blues", vmin=0, vmax=1.25)
@@ -140,35 +105,78 @@ def mask_grid(
     tokens_q = list(tokens_q) if tokens_q is not None else [str(i) for i in range(t_q)]
     if tokens_k is None:
         tokens_k = tokens_q if t_q == t_k else [str(j) for j in range(t_k)]
-    label_axes(ax, tokens_q, list(tokens_k), left=True, bottom=True)
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
+    label_axes(ax, tokens_q, list(tokens_k))
+    ax.set(xlabel="key position", ylabel="query position")
     ax.set_title(title, fontsize="medium")
     return fig
 
 
-def per_layer_lines(
-    series: Dict[str, Sequence[float]],
-    ax=None,
-    title: str = "gradient norm per layer",
-    ylabel: str = "gradient norm",
-    log: bool = False,
-    layer_label: Optional[str] = "layer (1 = nearest the input)",
-) -> Figure:
+def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequence[str]] = None,
+                    row_labels: Optional[Sequence[str]] = None, title: Optional[str] = None,
+                    vmax: Optional[float] = 1.0, cell: float = 0.3, *,
+                    columns: Optional[int] = None, per_row: bool = False,
+                    query_label: str = "query", key_label: str = "key") -> Figure:
+    """A grid of attention heatmaps, one panel per layer and head, each with its tokens.
+
+    ``weights``: (H, T_q, T_k), (L, H, T_q, T_k) or a list of per-layer (1, H, T_q, T_k)
+    (a model's ``need_weights`` output for one sentence). Rows are queries (``tokens_q``),
+    columns keys (``tokens_k``, default ``tokens_q``); one colour scale [0, vmax] (None: the
+    largest weight). ``columns``: panels per row (default: one per head; the layers, named
+    by ``row_labels``, below one another). ``cell``: inches per token, raised so that every
+    panel is at least 1.8 inches. ``per_row``: divide each query's weights by their maximum,
+    so that a row with one dominant key does not wash out the others.
+    """
+    if isinstance(weights, (list, tuple)):
+        weights = torch.stack([torch.as_tensor(w).detach().cpu().reshape(w.shape[-3:])
+                               for w in weights])
+    w = torch.as_tensor(weights).detach().cpu().float()
+    w = w[None] if w.dim() == 3 else w                                       # (L, H, T_q, T_k)
+    tokens_q = list(tokens_q)
+    tokens_k = list(tokens_q if tokens_k is None else tokens_k)
+    if w.dim() != 4 or w.shape[2:] != (len(tokens_q), len(tokens_k)):
+        raise ValueError(f"weights of shape {tuple(w.shape)} do not fit {len(tokens_q)} query "
+                         f"and {len(tokens_k)} key tokens")
+    if per_row:
+        w, vmax = w / w.amax(dim=-1, keepdim=True).clamp_min(1e-12), 1.0
+    vmax = float(w.max()) if vmax is None else vmax
+    n_layers, n_heads, t_q, t_k = w.shape
+    n_cols = n_heads if columns is None else min(check_int(columns, "columns", 1), n_layers * n_heads)
+    n_rows = -(-n_layers * n_heads // n_cols)
+    scale = max(cell, 1.8 / max(t_q, t_k), 8.0 / (0.8 * 72))   # tick labels >= 8 points
+    size = (scale * t_k * n_cols + 2.1, (scale * t_q + 0.9) * n_rows + 0.3 * bool(title) + 0.6)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
+    for i in range(n_layers * n_heads):
+        layer, head = divmod(i, n_heads)
+        ax = axes.flat[i]
+        im = ax.imshow(w[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=vmax)
+        label_axes(ax, tokens_q, tokens_k, fontsize=min(10.0, 0.8 * 72 * scale))
+        name = row_labels[layer] if row_labels is not None else f"layer {layer + 1}"
+        ax.set_title(f"{name}, head {head + 1}" if n_layers > 1 else f"head {head + 1}",
+                     fontsize="medium")
+    for ax in axes.flat[n_layers * n_heads:]:
+        ax.axis("off")
+    fig.colorbar(im, ax=axes, shrink=0.8,
+                 label="weight / its row's maximum" if per_row else "attention weight")
+    fig.supylabel(query_label)
+    fig.supxlabel(key_label)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def per_layer_lines(series: Dict[str, Sequence[float]], ax=None,
+                    title: str = "gradient norm per layer", ylabel: str = "gradient norm",
+                    log: bool = False, layer_label: str = "layer (1 = nearest the input)") -> Figure:
     """One line per named series of per-layer values, layers numbered from 1."""
     if not series:
         raise ValueError("series must name at least one sequence of per-layer values")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(6, 3.2), layout="constrained")
-    else:
-        fig = ax.figure
+    fig, ax = _axes(ax, (6, 3.2))
     for name, values in series.items():
         values = [float(v) for v in values]
         ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel(layer_label or "layer")
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=layer_label, ylabel=ylabel)
     ax.set_title(title, fontsize="medium")
     ax.legend()
     ax.grid(alpha=0.3)

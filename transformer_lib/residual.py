@@ -6,8 +6,6 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .checks import check_bool, check_float, check_int
-
 
 class ResidualNorm(nn.Module):
     """Wrap a sub-layer with dropout, a residual connection and LayerNorm.
@@ -15,10 +13,8 @@ class ResidualNorm(nn.Module):
     * post-norm (the paper, default): ``LayerNorm(x + Dropout(Sublayer(x)))``
     * pre-norm (``norm_first=True``, most modern code): ``x + Dropout(Sublayer(LayerNorm(x)))``
 
-    The sub-layer is a module (or function), called here as ``sublayer(x, *args, **kwargs)``
-    with the further arguments given: the layers pass their own sub-modules, never a new
-    function per call, so that ``torch.compile`` traces each block once. An attention
-    sub-layer returns ``(output, weights)``; the block then returns ``(x, weights)``.
+    The sub-layer is called as ``sublayer(x, *args, **kwargs)``. An attention sub-layer
+    returns ``(output, weights)``; the block then returns ``(x, weights)``.
 
     Shape:
         x: (B, L, D) -> (B, L, D)
@@ -27,10 +23,6 @@ class ResidualNorm(nn.Module):
     def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False,
                  eps: float = 1e-5):
         super().__init__()
-        check_int(d_model, "d_model", 1)
-        check_float(dropout, "dropout", 0.0, 1.0, max_open=True)
-        check_bool(norm_first, "norm_first")
-        check_float(eps, "eps", 0.0, min_open=True)
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first

@@ -17,10 +17,9 @@ without changing what it computes, through one entry point::
 * every :class:`~transformer_lib.attention.MultiHeadAttention` becomes
   :class:`~.attention.FastMultiHeadAttention`: fp32 attention under CPU autocast.
 
-Each subclass overrides public methods only: the feed-forward layer's ``forward``, the
-dropout's ``forward``, and attention's ``fused_attention`` (the function the plain
-layer's ``forward`` calls on the split heads; its checks, projections and masks stay the
-lesson's). Nothing here uses an underscore name of a teaching module.
+Each subclass overrides ``forward`` and reuses the plain module's public parts (its
+projections, its checks); nothing in a teaching module exists for this subpackage, and
+nothing here uses an underscore name of one.
 
 With ``kernels`` (the default where a C++ compiler can build them, :mod:`.kernels`), small
 compiled kernels make the same dropout masks in one pass, run the feed-forward layer as one
@@ -29,8 +28,6 @@ floating-point rounding, with the same dropout masks with or without the kernels
 tests in ``tests/test_fast_*.py`` check it); the masks differ from ``nn.Dropout``'s, which
 draws its own. On a GPU the swapped modules run the plain code.
 
-:func:`keep_freed_memory` (:mod:`.allocator`) is the process-wide allocator setting that
-training (``TrainSettings.keep_freed_memory``, on by default) and the benchmarks use.
 :func:`compile_model` (:mod:`.inductor`) is ``torch.compile`` with the two Inductor settings
 that keep a compiled CPU step from losing to eager (the training command line's
 ``--compile``).
@@ -45,7 +42,6 @@ from torch import nn
 from ..attention import MultiHeadAttention
 from ..feedforward import PositionwiseFeedForward
 from . import kernels as compiled_kernels
-from .allocator import keep_freed_memory
 from .attention import FastMultiHeadAttention
 from .dropout import FastDropout
 from .feedforward import FastFeedForward
@@ -55,7 +51,6 @@ __all__ = [
     "accelerate",
     "compile_model",
     "kernels_available",
-    "keep_freed_memory",
     "FastDropout",
     "FastFeedForward",
     "FastMultiHeadAttention",

@@ -10,7 +10,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..attention import MultiHeadAttention, fused_attention
-from ..masks import causal_mask
+from ..checks import check_mask, check_sequence
 from . import kernels as cpu_kernels
 
 Tensor = torch.Tensor
@@ -20,12 +20,7 @@ MAX_SCORES = 128 * 128  # T x S up to which the compiled kernel is used: it keep
 
 
 def cpu_fused_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Optional[Tensor] = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
+    q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None, dropout_p: float = 0.0
 ) -> Tensor:
     """:func:`transformer_lib.attention.fused_attention`, in fp32 for bf16/fp16 CPU inputs.
 
@@ -38,9 +33,9 @@ def cpu_fused_attention(
     if q.device.type == "cpu" and (autocast or q.dtype in (torch.bfloat16, torch.float16)):
         dtype = torch.get_autocast_dtype("cpu") if autocast else q.dtype
         with torch.autocast("cpu", enabled=False):
-            out = fused_attention(q.float(), k.float(), v.float(), mask, dropout_p, is_causal)
+            out = fused_attention(q.float(), k.float(), v.float(), mask, dropout_p)
         return out.to(dtype)  # (..., T_q, d_v)
-    return fused_attention(q, k, v, mask, dropout_p, is_causal)
+    return fused_attention(q, k, v, mask, dropout_p)
 
 
 class CompiledAttention(torch.autograd.Function):
@@ -89,10 +84,9 @@ def merged_heads(x: Tensor) -> Optional[Tensor]:
 
 
 class FastMultiHeadAttention(MultiHeadAttention):
-    """:class:`MultiHeadAttention` for CPU training, through its public hook: the layer's
-    ``fused_attention``, which :meth:`MultiHeadAttention.forward` calls with the heads
-    split, is overridden here (:meth:`fused_attention`); the projections, the masks, the
-    input checks and everything else stay the plain module's.
+    """:class:`MultiHeadAttention` for CPU training: the same projections, checks and masks
+    (its own ``project`` and input checks), with the attention of the split heads computed
+    here (:meth:`attend`):
 
     * ``kernels``: short sequences go through :class:`CompiledAttention` (see
       :meth:`compiled_for`);
@@ -101,23 +95,29 @@ class FastMultiHeadAttention(MultiHeadAttention):
 
     kernels: bool = False
 
-    def fused_attention(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        mask: Optional[Tensor] = None,
-        dropout_p: float = 0.0,
-        is_causal: bool = False,
-    ) -> Tensor:
+    def forward(self, x: Tensor, memory: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+                need_weights: bool = False,
+                cache: Optional[dict] = None) -> Tuple[Tensor, Optional[Tensor]]:
+        if need_weights:                      # the explicit path: the plain layer's
+            return super().forward(x, memory, mask, need_weights, cache)
+        dtype = self.in_proj.weight.dtype
+        check_sequence(x, "x", self.d_model, dtype=dtype)
+        if memory is not None:
+            check_sequence(memory, "memory", self.d_model, batch=x.shape[0], dtype=dtype)
+        q, k, v = self.project(x, memory, cache)
+        B, T = q.shape[0], q.shape[2]
+        check_mask(mask, "mask", (B, self.h, T, k.shape[2]))
+        out = self.attend(q, k, v, mask, self.dropout if self.training else 0.0)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, self.d_model)), None
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor],
+               dropout_p: float) -> Tensor:
         """Attention of the split heads, q: (B, H, T, d_k), k, v: (B, H, S, d_k), as
         :func:`fused_attention` computes it; through the compiled kernel where it applies."""
         rows = self.compiled_for(q, k, v, dropout_p)
         if rows is None:
-            return cpu_fused_attention(q, k, v, mask, dropout_p, is_causal)
+            return cpu_fused_attention(q, k, v, mask, dropout_p)
         B, H, T, d_k = q.shape
-        if is_causal:  # the plain layer passes it with no mask only
-            mask = causal_mask(T, q.device, past=k.shape[2] - T)
         out = CompiledAttention.apply(*rows, mask, H)  # (B, T, D)
         return out.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
 
@@ -126,15 +126,14 @@ class FastMultiHeadAttention(MultiHeadAttention):
     ) -> Optional[Tuple[Tensor, Tensor, Tensor]]:
         """The (B, L, D) fp32 queries, keys and values :class:`CompiledAttention` reads, or
         None where the compiled kernel does not apply. It applies with ``kernels`` on, on
-        the CPU, with no dropout on the weights, fp32 weights and fp32 inputs (under CPU
-        autocast the projections come in bf16/fp16 and the kernel works on fp32 copies, as
-        :func:`cpu_fused_attention` does), heads that lie side by side in memory (not a
-        decoding cache's past keys) and a short enough sequence. Weights asked for, or a
-        layer built with ``fused=False``, never get here: the plain layer takes its
-        explicit path."""
+        the CPU, with no dropout on the weights, d_k = d_model / h, fp32 weights and fp32
+        inputs (under CPU autocast the projections come in bf16/fp16 and the kernel works on
+        fp32 copies, as :func:`cpu_fused_attention` does), heads that lie side by side in
+        memory (not a decoding cache's past keys) and a short enough sequence."""
         if not (
             self.kernels
             and dropout_p == 0.0
+            and self.d_k == self.d_v
             and q.device.type == "cpu"
             and self.in_proj.weight.dtype == torch.float32
             and (q.dtype == torch.float32 or torch.is_autocast_enabled("cpu"))

@@ -29,7 +29,7 @@ import datetime as dt
 import random
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..checks import check_int
+from .checks import check_int
 
 DATE_MIN, DATE_MAX = dt.date(1950, 1, 1), dt.date(2049, 12, 31)
 LANGUAGES = ("en", "fr", "de", "es")
