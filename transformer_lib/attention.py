@@ -47,7 +47,10 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = No
     """The same as :func:`attention` through PyTorch's fused kernel; no weights returned.
     Shapes as in :func:`attention`."""
     check_qkv(q, k, v, mask, dropout_p)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    if mask is not None and q.device.type != "cpu":    # some GPU kernels (cuDNN's) give a
+        out = out.masked_fill(~mask.any(-1, keepdim=True), 0.0)  # fully masked query no zeros
+    return out
 
 
 def check_qkv(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], dropout_p: float) -> None:
@@ -134,6 +137,9 @@ class MultiHeadAttention(nn.Module):
         check_sequence(x, "x", self.d_model, dtype=dtype)
         if memory is not None:
             check_sequence(memory, "memory", self.d_model, batch=x.shape[0], dtype=dtype)
+        if cache and cache["k"].shape[0] != x.shape[0]:
+            raise ValueError(f"cache holds keys of a batch of {cache['k'].shape[0]}, x one of "
+                             f"{x.shape[0]}: start each new batch with an empty cache")
         q, k, v = self.project(x, memory, cache)
         B, H, T, S = q.shape[0], self.h, q.shape[2], k.shape[2]
         check_mask(mask, "mask", (B, H, T, S))

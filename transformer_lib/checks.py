@@ -17,6 +17,8 @@ import torch
 def check_int(value: Any, name: str, minimum: Optional[int] = None,
               maximum: Optional[int] = None) -> int:
     """``value`` as an int in [minimum, maximum]; ``bool`` is refused (never a size)."""
+    if torch.compiler.is_compiling():      # a traced size (torch.compile): checked in eager mode
+        return value
     if isinstance(value, (bool, torch.Tensor)) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     value = int(value)
@@ -31,6 +33,8 @@ def check_float(value: Any, name: str, minimum: Optional[float] = None,
                 maximum: Optional[float] = None, *, min_open: bool = False,
                 max_open: bool = False) -> float:
     """``value`` as a finite float in the range (bounds closed unless ``*_open``)."""
+    if torch.compiler.is_compiling():      # a traced rate (torch.compile): checked in eager mode
+        return value
     if isinstance(value, (bool, str, bytes, torch.Tensor)) or not hasattr(value, "__float__"):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     value = float(value)

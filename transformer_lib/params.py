@@ -79,6 +79,8 @@ def layer_norm_params(d_model: int) -> int:
 
 def formula_counts(config: TransformerConfig) -> Dict[str, int]:
     """The keys and values of :func:`count_parameters`, from the config alone."""
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}")
     c = config
     D, N = c.d_model, c.N
     attn = mha_params(D, None if c.d_k is None else c.h * c.d_k)

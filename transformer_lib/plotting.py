@@ -45,8 +45,8 @@ def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encod
     fig, ax = _axes(ax, (7, 3.5))
     im = ax.imshow(table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1,
                    interpolation="nearest")
-    ax.set(xlabel="dimension i", ylabel="position", title=title)
-    fig.colorbar(im, ax=ax, label="PE[position, i]")
+    ax.set(xlabel="dimension (column)", ylabel="position", title=title)
+    fig.colorbar(im, ax=ax, label="PE[position, dimension]")
     return fig
 
 

@@ -204,8 +204,11 @@ def translate(model: Transformer, tokenizer: Tokenizer, sentences: Sequence[str]
     (the paper's beam 4, α 0.6, §6.1). Sentences are batched by length (less padding); a
     source longer than the model's ``max_len`` is cut to it; a blank sentence gives "".
     ``max_len``: the longest output in tokens (default: the model's ``max_len``)."""
-    if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
+    if not isinstance(sentences, (list, tuple)) or not all(isinstance(s, str) for s in sentences):
         raise TypeError("sentences must be a list of str (one str: wrap it in a list)")
+    if not isinstance(model, Transformer) or not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"model and tokenizer must be a Transformer and a Tokenizer, got "
+                        f"{type(model).__name__} and {type(tokenizer).__name__}")
     c = model.config
     max_len = c.max_len if max_len is None else check_int(max_len, "max_len", 1, c.max_len)
     check_int(beam, "beam", 1)

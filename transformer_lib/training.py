@@ -53,6 +53,8 @@ def smoothed_targets(target: Tensor, vocab_size: int, epsilon: float = 0.1,
     """
     check_int(vocab_size, "vocab_size", 2)
     check_float(epsilon, "epsilon", 0.0, 1.0, max_open=True)
+    if not isinstance(target, Tensor) or target.dtype != torch.long:
+        raise TypeError("target must be a torch.long tensor of class ids")
     K = vocab_size - (pad_id is not None)
     q = torch.full((*target.shape, vocab_size), epsilon / K, device=target.device)
     q.scatter_(-1, target.unsqueeze(-1), 1.0 - epsilon + epsilon / K)
@@ -621,6 +623,7 @@ class Trainer:
 
             def handle(self, signum: int, frame: Any) -> None:
                 if trainer.stop_signal is not None:
+                    trainer.stop_signal = signum           # the status names the last one
                     raise KeyboardInterrupt
                 trainer.stop_signal = signum
                 if trainer.dist.is_main:

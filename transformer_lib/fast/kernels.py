@@ -45,15 +45,17 @@ _module: Optional[ModuleType] = None
 
 
 def _build_name(source: str) -> str:
-    """One build per source, PyTorch version and CPU: the kernel is compiled for this CPU
-    (``-march=native``), so a cache shared between machines must not mix them up."""
+    """One build per source, PyTorch installation and CPU: the kernel is compiled for this
+    CPU (``-march=native``) against this PyTorch's headers and libraries, so a cache shared
+    between machines or environments must not mix them up (each would rebuild it in turn)."""
     cpu = platform.machine() + platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
             cpu += next((line for line in f if line.startswith(("flags", "Features"))), "")
     except OSError:
         pass
-    digest = hashlib.sha1(f"{source}{torch.__version__}{cpu}".encode()).hexdigest()[:12]
+    where = f"{torch.__version__}{torch.__file__}"  # the installation, its headers
+    digest = hashlib.sha1(f"{source}{where}{cpu}".encode()).hexdigest()[:12]
     return f"transformer_lib_kernels_{digest}"
 
 
