@@ -1,25 +1,23 @@
-"""Runs ``python -m transformer_lib.train`` with a fault injected at a chosen moment.
+"""Runs ``python -m transformer_lib.train`` with faults injected at chosen moments.
 
     FAULT=SIGINT@step:3 python tests/fault_harness.py --task dates ...
 
-``FAULT`` is a comma-separated list of ``SIGNAL@step:K`` (the signal arrives while step K is computed) or
-``SIGNAL@save:K`` (while the K-th checkpoint write of this process is half written: the
-first half of the bytes is in the temporary file, the second is not). ``STEP_SLEEP``
-seconds are slept at the start of every step (for tests that send a signal from outside).
-The process sends the signal to itself, so the moment is exact; the handling is the one a
-signal from a terminal or a job scheduler gets.
+``FAULT`` is a comma-separated list of ``SIGNAL@step:K`` (the signal arrives while step K is
+computed) or ``SIGNAL@save:K`` (while the K-th checkpoint write of this process is half
+written: the first half of its bytes is in the temporary file, the second is not). The
+process sends the signal to itself, so the moment is exact; the handling is the one a signal
+from a terminal or a job scheduler gets.
 """
 
 import io
 import os
 import signal
 import sys
-import time
 
 import torch
 
-from transformer_lib.cli import train_command as train_cli
-from transformer_lib.training.trainer import Trainer
+from transformer_lib import train
+from transformer_lib.training import Trainer
 
 
 def inject(fault: str) -> None:
@@ -29,10 +27,10 @@ def inject(fault: str) -> None:
     if kind == "step":
         real_step = Trainer.train_step
 
-        def train_step(self, batch):
+        def train_step(self, batch, lr):
             if self.step + 1 == count:
                 os.kill(os.getpid(), signum)
-            return real_step(self, batch)
+            return real_step(self, batch, lr)
 
         Trainer.train_step = train_step
     elif kind == "save":
@@ -47,7 +45,7 @@ def inject(fault: str) -> None:
             data = buffer.getvalue()
             f.write(data[: len(data) // 2])
             f.flush()
-            os.kill(os.getpid(), signum)  # SIGKILL ends here; others are handled
+            os.kill(os.getpid(), signum)  # SIGKILL ends here; the others are handled
             f.write(data[len(data) // 2 :])
 
         torch.save = save
@@ -55,19 +53,7 @@ def inject(fault: str) -> None:
         raise ValueError(f"FAULT: moment must be step:K or save:K, got {moment!r}")
 
 
-def slow_steps(seconds: float) -> None:
-    real_step = Trainer.train_step
-
-    def train_step(self, batch):
-        time.sleep(seconds)
-        return real_step(self, batch)
-
-    Trainer.train_step = train_step
-
-
 if __name__ == "__main__":
     for fault in filter(None, os.environ.get("FAULT", "").split(",")):
         inject(fault)
-    if os.environ.get("STEP_SLEEP"):
-        slow_steps(float(os.environ["STEP_SLEEP"]))
-    sys.exit(train_cli.main(sys.argv[1:]))
+    sys.exit(train.main(sys.argv[1:]))

@@ -1,81 +1,132 @@
-"""Smoke test of every benchmark script's --quick mode, each in its own subprocess.
+"""The benchmark scripts: each one's --quick mode runs and prints its table, and the pieces
+the tables rest on (the FLOP count, the MFU cap, the exponent fit, the packed forward pass)
+are right. No timing is asserted: figures from a quick run mean nothing.
 
-Only that the scripts run and print their tables; no timing is asserted (figures from a
-quick run are meaningless). Also checks the analytic pieces the tables rest on.
+The scripts run in this process (``main(argv)``; their folder is on the test path, see
+pyproject.toml), which saves a PyTorch import each; the scripts that time other processes
+start those as they always do.
 """
 
+import contextlib
+import importlib
+import io
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+import torch
 
-# the scripts' modules (common, workload, ...) are importable here through pytest's
-# pythonpath option (pyproject.toml)
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
-
-SCRIPTS = {
-    "train_throughput.py": [
-        "# allocator:",
-        "matmul peak",
-        "torch.nn.Transformer",
-        "transformer_lib",
-        "+ accelerate, no kernels",
-        "MFU",
-    ],
-    "decode_cache.py": ["no cache ms", "speed-up"],
-    "attention_memory.py": ["explicit MiB", "fused MiB"],
-    "scaling.py": ["Step time against length", "Step time against batch"],
-    "profile_step.py": ["Training step profile", "matmul", "optimizer (Adam)"],
-    "padding.py": ["packed speed-up", "length-sorted (token_batches)"],
-    "score_translation.py": ["| copy the source |", "| greedy |", "| beam 4, alpha 0.6 |"],
+SCRIPTS = {  # script -> what its table must show
+    "train_throughput": ["matmul peak", "torch.nn.Transformer", "+ accelerate, no kernels", "MFU"],
+    "decode_cache": ["no cache ms", "same tokens", "cache KiB"],
+    "attention_memory": ["explicit MiB", "fused MiB", "is_causal MiB"],
+    "scaling": ["Step time against length", "Step time against batch"],
+    "profile_step": ["Training step profile", "matmul", "optimizer (Adam)"],
+    "padding": ["packed speed-up", "length-sorted (token_batches)"],
+    "score_translation": ["| copy the source |", "| greedy |", "| beam 4, alpha 0.6 |"],
 }
 if shutil.which("c++"):  # the compiled kernels row, and Inductor, where they can be built
-    SCRIPTS["train_throughput.py"].append("+ compiled kernels")
-    SCRIPTS["inductor_cpu.py"] = ["bool mask y <= 0", "feed-forward step", "fast.compile_model"]
+    SCRIPTS["train_throughput"].append("+ compiled kernels")
+    SCRIPTS["inductor_cpu"] = ["bool mask y <= 0", "feed-forward step", "fast.compile_model"]
+
+
+def run(name, *args):
+    """The script's ``main(["--quick", "--threads", "1", *args])``, run in this process; its
+    standard output. PyTorch's threads, random state and compiled graphs are restored."""
+    threads, out = torch.get_num_threads(), io.StringIO()
+    try:
+        with torch.random.fork_rng(), contextlib.redirect_stdout(out):
+            code = importlib.import_module(name).main(["--quick", "--threads", "1", *args])
+    finally:
+        torch.set_num_threads(threads)
+        torch._dynamo.reset()
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def quick():
+    """``quick(name)``: the output of the script's --quick run, run once for the module."""
+    outputs = {}
+
+    def output(name):
+        if name not in outputs:
+            outputs[name] = run(name)
+        return outputs[name]
+
+    return output
+
+
+def table_rows(out):
+    """The cells of every Markdown table row of ``out`` (header and separator left out)."""
+    lines = [line for line in out.splitlines() if line.startswith("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return [r for r in rows if not set("".join(r)) <= set("-:")]
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
-def test_quick_mode_runs_and_prints_its_table(script):
-    out = subprocess.run(
-        [sys.executable, str(BENCH / script), "--quick", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )  # may build a kernel
-    assert out.returncode == 0, out.stderr[-2000:]
+def test_quick_mode_prints_its_table(quick, script):
+    out = quick(script)
     for heading in SCRIPTS[script]:
-        assert heading in out.stdout, out.stdout
-    if script == "train_throughput.py":  # no model FLOP utilisation above 100%
-        mfu = [
-            r.split("|")[-2].strip()
-            for r in out.stdout.splitlines()
-            if r.startswith("|") and r.rstrip(" |").endswith("%")
-        ]
-        assert mfu and all(0 <= int(m.rstrip("%")) <= 100 for m in mfu), out.stdout
-    if script == "decode_cache.py":  # cached and uncached decoding agree
-        rows = [r for r in out.stdout.splitlines() if r.startswith("|") and "---" not in r]
-        assert len(rows) == 3 and all(r.rstrip(" |").endswith("yes") for r in rows[1:])
+        assert heading in out, out
 
 
-def test_time_to_bleu_quick_reports_bleu_per_budget_and_names_the_cpu():
-    """--quick trains the English->French recipe's tiny stand-in through the training
-    command line for a few seconds and scores a handful of test verses."""
-    from transformer_lib.training.precision import cpu_model
+def test_train_throughput_names_the_machine_and_caps_mfu_at_one_hundred_percent(quick):
+    out = quick("train_throughput")
+    assert out.startswith("# machine: ") and "native bf16: " in out.splitlines()[0]
+    rows = [r for r in table_rows(out) if r[0] == "tiny"]  # preset, dtype, model, ..., MFU
+    assert rows and all(0 <= int(r[-1].rstrip("%")) <= 100 for r in rows), out
+    assert {r[6] for r in rows if r[2] == "torch.nn.Transformer"} == {"1.00x"}
 
-    out = subprocess.run(
-        [sys.executable, str(BENCH / "time_to_bleu.py"), "--quick", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
+
+def test_train_throughput_leaves_tf32_out_on_a_cpu_and_cuda_without_a_gpu():
+    out = run("train_throughput", "--dtypes", "tf32", "fp32", "--no-compiled-kernels")
+    assert "# tf32 left out:" in out
+    assert {r[1] for r in table_rows(out) if r[0] == "tiny"} == {"fp32"}
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="--device cuda: PyTorch sees no CUDA GPU"):
+            run("train_throughput", "--device", "cuda")
+
+
+def test_isolated_mode_times_each_model_in_its_own_process():
+    out = run(
+        "train_throughput",
+        "--isolated",
+        "--dtypes",
+        "fp32",
+        "--no-compiled-kernels",
+        "--no-accelerate",
     )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert f"8 test verses; CPU: {cpu_model()}" in out.stdout, out.stdout
-    assert "-m transformer_lib.train --corpus bible-en-fr" in out.stdout
-    assert "--time-budget 0.1" in out.stdout
-    lines = [r for r in out.stdout.splitlines() if r.startswith("|")]
-    assert [c.strip() for c in lines[0].strip("|").split("|")] == [
+    assert "each model in its own process" in out
+    models = [r[2] for r in table_rows(out) if r[:2] == ["tiny", "fp32"]]
+    assert models == ["torch.nn.Transformer", "transformer_lib"]
+    assert "# step times:" not in out  # the children's lines stay theirs
+
+
+def test_decode_cache_gives_the_same_tokens_with_and_without_the_cache(quick):
+    rows = table_rows(quick("decode_cache"))[1:]
+    assert len(rows) == 2 and all(r[5] == "yes" for r in rows), rows
+    assert int(rows[1][6].replace(",", "")) > int(rows[0][6].replace(",", ""))  # grows
+
+
+def test_run_all_runs_the_scripts_it_is_given(capfd):
+    import run_all
+
+    assert run_all.main(["--quick", "--threads", "1", "--scripts", "decode_cache.py"]) == 0
+    out = capfd.readouterr().out
+    assert "## decode_cache.py --quick --threads 1" in out and "no cache ms" in out
+    assert "All benchmarks:" in out
+
+
+def test_time_to_bleu_quick_reports_bleu_per_budget_and_names_the_cpu(quick):
+    """--quick trains a tiny stand-in of the English->French recipe through the training
+    command line for a few seconds and scores a handful of test verses."""
+    from common import cpu_model
+
+    out = quick("time_to_bleu")
+    assert f"8 test verses; CPU: {cpu_model()}" in out, out
+    assert "-m transformer_lib.train --corpus bible-en-fr" in out
+    rows = table_rows(out)
+    assert rows[0] == [
         "minutes",
         "steps",
         "train s",
@@ -84,36 +135,9 @@ def test_time_to_bleu_quick_reports_bleu_per_budget_and_names_the_cpu():
         "BLEU beam 4",
         "scoring s",
     ]
-    rows = [[c.strip() for c in r.strip("|").split("|")] for r in lines[2:]]
-    assert len(rows) == 1 and rows[0][0] == "0.1", out.stdout
-    assert int(rows[0][1].replace(",", "")) >= 1  # steps trained
-    for bleu in rows[0][4:6]:
-        assert 0.0 <= float(bleu) <= 100.0
-
-
-def test_isolated_mode_times_each_model_in_its_own_process():
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "train_throughput.py"),
-            "--quick",
-            "--threads",
-            "1",
-            "--isolated",
-            "--dtypes",
-            "fp32",
-            "--no-compiled-kernels",
-            "--no-accelerate",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "each model in its own process" in out.stdout
-    rows = [r for r in out.stdout.splitlines() if r.startswith("|   tiny |  fp32")]
-    assert [r.split("|")[3].strip() for r in rows] == ["torch.nn.Transformer", "transformer_lib"]
-    assert "# step times:" not in out.stdout  # the children's lines stay theirs
+    assert len(rows) == 2 and rows[1][0] == "0.05", out
+    assert int(rows[1][1].replace(",", "")) >= 1  # steps trained
+    assert all(0.0 <= float(b) <= 100.0 for b in rows[1][4:6])
 
 
 def test_utilisation_is_never_above_one_hundred_percent():
@@ -126,43 +150,14 @@ def test_utilisation_is_never_above_one_hundred_percent():
     assert "row 'b' ran at 160.0 GFLOP/s, above the measured matmul peak 100.0" in note
 
 
-def test_the_measured_peak_is_at_least_every_rows_matmul_rate():
-    """The peak is measured as the rows run (this process, its threads, the dtype, the
-    step's own shapes), so no row's matmul FLOPs per second, even its best round, exceed
-    it."""
-    import torch
-    import common
-    from workload import (
-        QUICK,
-        make_batch,
-        make_model,
-        matmul_flops,
-        step_matmul_shapes,
-        train_step_fn,
-    )
-    from transformer_lib import TransformerConfig
+def test_interleaved_rounds_rotate_the_order():
+    from common import interleaved
 
-    overrides, batch, length = QUICK["tiny"]
-    c = TransformerConfig.tiny(1000, max_len=128, **overrides)
-    cpu = torch.device("cpu")
-    src, tgt = make_batch(c, batch, length + 1, cpu, torch.Generator().manual_seed(0))
-    src = src[:, :length]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        fns = {
-            label: train_step_fn(make_model(label, c, cpu), src, tgt, c.pad_id, False, cpu, True)
-            for label in ("torch.nn.Transformer", "transformer_lib", "+ accelerate, no kernels")
-        }
-        times = common.interleaved(fns, cpu, reps=3, warmup=2)
-        shapes = step_matmul_shapes(c, batch, length, length)
-        peak = common.matmul_peak(torch.float32, cpu, shapes + [(64, 64, 64)], reps=3)
-    finally:
-        torch.set_num_threads(threads)
-    assert (batch * length, 16, 3 * 16) in shapes and (batch * length, 16, 1000) in shapes
-    flops = matmul_flops(c, batch, length, length)
-    for label, ts in times.items():
-        assert flops / min(ts) <= peak, (label, flops / min(ts), peak)
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in "abc"}
+    times = interleaved(fns, torch.device("cpu"), reps=3, warmup=0)
+    assert calls == list("abcbcacab")
+    assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3, "c": 3}
 
 
 def test_fit_exponent_recovers_a_power_law():
@@ -174,8 +169,8 @@ def test_fit_exponent_recovers_a_power_law():
 
 
 def test_matmul_flops_count_by_hand():
-    from workload import matmul_flops
-    from transformer_lib import TransformerConfig
+    from transformer_lib.config import TransformerConfig
+    from workload import matmul_flops, step_matmul_shapes
 
     c = TransformerConfig.tiny(10, N=1, d_model=4, d_ff=8, h=2)
     B, S, T, D, F, V = 2, 3, 5, 4, 8, 10
@@ -183,16 +178,33 @@ def test_matmul_flops_count_by_hand():
     dec = T * (4 * D * D + 2 * D * D + 2 * D * F + D * V) + S * 2 * D * D
     attn = 2 * (S * S + T * T + T * S) * D
     assert matmul_flops(c, B, S, T) == 3 * 2 * B * (enc + dec + attn)
+    shapes = step_matmul_shapes(c, B, S, T)
+    assert (B * T, D, V) in shapes and (B * T, V, D) in shapes and (V, B * T, D) in shapes
+
+
+def test_both_models_of_the_workload_have_the_same_parameters_but_one_layer_norm():
+    """The comparison is fair: the same embeddings, output layer and layer shapes; only
+    torch.nn.Transformer's final LayerNorm of each stack is extra."""
+    from transformer_lib.config import TransformerConfig
+    from workload import make_model
+
+    c = TransformerConfig.tiny(50, N=2, d_model=16, d_ff=32, h=2)
+    ours, theirs = (
+        sum(p.numel() for p in make_model(label, c, torch.device("cpu")).parameters())
+        for label in ("transformer_lib", "torch.nn.Transformer")
+    )
+    assert theirs - ours == 2 * 2 * c.d_model
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_packed_forward_equals_the_model_where_it_counts(norm_first):
     """Skipping padded positions changes neither the logits at real target positions nor
     the loss and its gradients (dropout off, so both passes see the same network)."""
-    import torch
     import torch.nn.functional as F
+
     from padding import packed_forward, padded_batch
-    from transformer_lib import Transformer, TransformerConfig
+    from transformer_lib.config import TransformerConfig
+    from transformer_lib.model import Transformer
 
     c = TransformerConfig.tiny(50, N=2, d_model=16, d_ff=32, h=2, P_drop=0.0, norm_first=norm_first)
     src, tgt = padded_batch(c, 5, 9, 0.3, torch.device("cpu"), torch.Generator().manual_seed(3))
