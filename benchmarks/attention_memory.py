@@ -2,15 +2,18 @@
 
 One causal self-attention call, forward and backward (what training does), B=1 by default:
 
-* ``explicit``: :func:`transformer_lib.attention` with a (L, L) causal mask; it builds
-  the (B, H, L, L) scores and weights, and autograd keeps them for the backward pass;
-* ``fused``: :func:`transformer_lib.fused_attention` with ``is_causal=True``: PyTorch's
-  fused kernel works block by block and keeps only O(L) statistics per row;
-* ``fused+mask``: the fused kernel given the same (L, L) boolean mask tensor instead.
+* ``explicit``: :func:`transformer_lib.attention.attention` with a (L, L) causal mask; it
+  builds the (B, H, L, L) scores and weights, and autograd keeps them for the backward pass;
+* ``fused``: :func:`transformer_lib.attention.fused_attention` with the same mask, as the
+  model calls it: PyTorch's fused kernel works block by block and keeps only O(L)
+  statistics per row, plus a float copy of the (L, L) mask;
+* ``is_causal``: the same kernel told ``is_causal=True`` instead of given a mask tensor
+  (``F.scaled_dot_product_attention``), the least it can keep.
 
 On a CPU each case runs in a fresh subprocess and reports its peak resident memory above
 the level just before the call (``resource.getrusage``: the high-water mark of the
-process); on a GPU, ``torch.cuda.max_memory_allocated`` above the same baseline.
+process); on a GPU, ``torch.cuda.max_memory_allocated`` above the same baseline. ``--quick``
+runs its cases in this process (no fresh process each: its figures mean nothing).
 
     python benchmarks/attention_memory.py            # L = 512 .. 8192
     python benchmarks/attention_memory.py --quick    # smoke test
@@ -18,19 +21,22 @@ process); on a GPU, ``torch.cuda.max_memory_allocated`` above the same baseline.
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
 import subprocess
 import sys
 import time
+from typing import List, Optional
 
 import torch
+import torch.nn.functional as F
 
 import common
-from transformer_lib import attention, fused_attention
+from transformer_lib.attention import attention, fused_attention
 from transformer_lib.masks import causal_mask
 
-VARIANTS = ("explicit", "fused", "fused+mask")
+VARIANTS = ("explicit", "fused", "is_causal")
 
 
 def current_rss() -> int:
@@ -46,7 +52,7 @@ def one_case(variant: str, L: int, batch: int, heads: int, d_k: int, device: tor
     """Run forward + backward of one attention call; return peak extra bytes and seconds."""
     shape = (batch, heads, L, d_k)
     q, k, v = (torch.randn(shape, device=device, requires_grad=True) for _ in range(3))
-    mask = causal_mask(L, device) if variant != "fused" else None  # (1, 1, L, L)
+    mask = causal_mask(L, device) if variant != "is_causal" else None  # (1, 1, L, L)
     common.sync(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -56,8 +62,10 @@ def one_case(variant: str, L: int, batch: int, heads: int, d_k: int, device: tor
     start = time.perf_counter()
     if variant == "explicit":
         out, _ = attention(q, k, v, mask)  # (B, H, L, d_k)
+    elif variant == "fused":
+        out = fused_attention(q, k, v, mask)  # (B, H, L, d_k)
     else:
-        out = fused_attention(q, k, v, mask, is_causal=mask is None)  # (B, H, L, d_k)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, L, d_k)
     out.sum().backward()
     common.sync(device)
     seconds = time.perf_counter() - start
@@ -69,8 +77,8 @@ def one_case(variant: str, L: int, batch: int, heads: int, d_k: int, device: tor
 
 
 def measure(variant: str, L: int, args, device: torch.device) -> dict:
-    """One case: in-process on a GPU, in a fresh subprocess on a CPU."""
-    if device.type == "cuda":
+    """One case: in-process on a GPU (or with --quick), in a fresh subprocess on a CPU."""
+    if device.type == "cuda" or args.quick:
         return one_case(variant, L, args.batch, args.heads, args.d_k, device)
     cmd = [
         sys.executable,
@@ -91,14 +99,14 @@ def measure(variant: str, L: int, args, device: torch.device) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096, 8192])
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=2)
     p.add_argument("--d-k", type=int, default=64)
-    p.add_argument("--child", nargs=2, metavar=("VARIANT", "L"), help=argparse_hidden())
-    args = p.parse_args()
+    p.add_argument("--child", nargs=2, metavar=("VARIANT", "L"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
     if args.child:
         if args.threads:
             torch.set_num_threads(args.threads)
@@ -114,7 +122,7 @@ def main() -> None:
                 )
             )
         )
-        return
+        return 0
     device = common.setup(args)
     lengths = [64] if args.quick else args.lengths
     rows = []
@@ -128,7 +136,7 @@ def main() -> None:
                 f"{weights_mb:,.0f}",
                 f"{mb['explicit']:,.1f}",
                 f"{mb['fused']:,.1f}",
-                f"{mb['fused+mask']:,.1f}",
+                f"{mb['is_causal']:,.1f}",
                 f"{mb['fused'] / mb['explicit']:.3f}" if mb["explicit"] else "-",
                 f"{1e3 * res['explicit']['seconds']:,.0f}",
                 f"{1e3 * res['fused']['seconds']:,.0f}",
@@ -141,7 +149,7 @@ def main() -> None:
                 "one (B,H,L,L) fp32 MiB",
                 "explicit MiB",
                 "fused MiB",
-                "fused+mask MiB",
+                "is_causal MiB",
                 "fused / explicit",
                 "explicit ms",
                 "fused ms",
@@ -151,13 +159,8 @@ def main() -> None:
             f"H={args.heads}, d_k={args.d_k}, fp32",
         )
     )
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

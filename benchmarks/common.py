@@ -1,25 +1,26 @@
-"""Helpers shared by the benchmark scripts: arguments, timing, tables, the machine.
+"""Helpers shared by the benchmark scripts: arguments, the machine, timing, tables, the peak.
 
 Timing rules used everywhere:
 
 * variants compared with each other run **interleaved** (A, B, A, B, ... with the order
-  rotated each repetition), so a burst of load from another process hits all of them;
-* the figure reported is the **median** of the repetitions, and ratios are taken between
+  rotated each round), so a burst of load from another process hits all of them;
+* the figure reported is the **median** of the rounds, and ratios are taken between
   medians measured in the same run;
-* on a GPU every timed region ends with ``torch.cuda.synchronize()``.
+* on a GPU every timed region starts and ends with ``torch.cuda.synchronize()``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import statistics
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from transformer_lib.training.precision import bf16_problem, cpu_bf16, cpu_capability, cpu_model
+from transformer_lib.training import bf16_problem
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -30,12 +31,9 @@ def parser(description: str) -> argparse.ArgumentParser:
         action="store_true",
         help="tiny sizes and 1-2 repetitions (smoke test; figures meaningless)",
     )
-    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="torch.set_num_threads (default: PyTorch's choice)",
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: PyTorch's)"
     )
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -46,35 +44,91 @@ def setup(args: argparse.Namespace) -> torch.device:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda given but torch.cuda.is_available() is False")
+    device = check_device(args.device)
     print(machine_line(device))
     return device
 
 
+def check_device(name: str) -> torch.device:
+    """``torch.device(name)``, or SystemExit with one line where it cannot be used here."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise SystemExit(f"--device {name}: not a device PyTorch knows; use cpu or cuda") from None
+    if device.type not in ("cpu", "cuda"):
+        raise SystemExit(f"--device {name}: the benchmarks run on cpu or cuda")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit(f"--device {name}: PyTorch sees no CUDA GPU on this machine")
+        if (device.index or 0) >= torch.cuda.device_count():
+            raise SystemExit(f"--device {name}: there are {torch.cuda.device_count()} GPUs")
+        device = torch.device("cuda", device.index or 0)
+    return device
+
+
+def cpu_model() -> str:
+    """The CPU's name as lscpu gives it (``model name`` of /proc/cpuinfo), else Python's."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16, AMX or ARM's BF16)."""
+    return bf16_problem(torch.device("cpu")) is None
+
+
 def machine_line(device: torch.device) -> str:
-    """One line naming the hardware, the PyTorch build and the current load."""
+    """One line naming the hardware, the PyTorch build, the threads and the current load."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    bf16 = cpu_bf16()
     line = (
-        f"# machine: {cpu_model()} ({cpu_capability()}; native bf16: "
-        f"{'yes' if bf16.native else 'no'}, {bf16.how}), {os.cpu_count()} logical CPUs, "
+        f"# machine: {cpu_model()} ({torch.backends.cpu.get_cpu_capability()}; native bf16: "
+        f"{'yes' if native_bf16() else 'no'}), {os.cpu_count()} logical CPUs, "
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
         f"load avg (1 min) {load:.2f}"
     )
     if device.type == "cuda":
-        line += f", GPU {torch.cuda.get_device_name(device)}"
+        line += f", GPU {torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}"
     return line
 
 
 def usable_dtypes(wanted: Sequence[str], device: torch.device) -> List[str]:
-    """The dtypes of ``wanted`` worth timing on ``device``: bf16 only where it is native
-    (printing a note when it is left out)."""
+    """The dtypes of ``wanted`` worth timing on ``device``, with a note for each left out:
+    bf16 only where it is native, tf32 only on a CUDA GPU."""
     problem = bf16_problem(device) if "bf16" in wanted else None
     if problem:
         print(f"# bf16 left out: {problem}")
-    return [d for d in wanted if not (d == "bf16" and problem)]
+    if "tf32" in wanted and device.type != "cuda":
+        print("# tf32 left out: TensorFloat-32 is a mode of NVIDIA GPUs' matrix units")
+    left_out = {"bf16"} if problem else set()
+    left_out |= {"tf32"} if device.type != "cuda" else set()
+    return [d for d in wanted if d not in left_out]
+
+
+class precision:
+    """``with precision("tf32"):`` lets float32 matrix products use TensorFloat-32 on a CUDA
+    GPU (``torch.set_float32_matmul_precision("high")``); any other name: full fp32."""
+
+    def __init__(self, dtype_name: str):
+        self.high = dtype_name == "tf32"
+
+    def __enter__(self) -> None:
+        try:
+            self.old = torch.get_float32_matmul_precision()
+        except RuntimeError:  # set elsewhere through the newer per-backend settings
+            self.old = "highest"
+        torch.set_float32_matmul_precision("high" if self.high else "highest")
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_float32_matmul_precision(self.old)
+
+
+TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}
 
 
 def sync(device: torch.device) -> None:
@@ -83,7 +137,7 @@ def sync(device: torch.device) -> None:
 
 
 def timed(fn: Callable[[], object], device: torch.device) -> float:
-    """Seconds one call of ``fn`` takes (synchronised on a GPU)."""
+    """Seconds one call of ``fn`` takes (synchronised before and after on a GPU)."""
     sync(device)
     start = time.perf_counter()
     fn()
@@ -129,13 +183,14 @@ def spread(xs: Sequence[float]) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], title: str = "") -> str:
     """A GitHub-flavoured Markdown table (also readable in a terminal)."""
     cells = [[str(c) for c in row] for row in rows]
-    widths = [
-        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
-    ]
-    fmt = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
-    lines = ([f"\n### {title}\n"] if title else []) + [fmt(headers)]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(row: Sequence[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |"
+
+    lines = ([f"\n### {title}\n"] if title else []) + [line(headers)]
     lines.append("|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|")
-    lines += [fmt(r) for r in cells]
+    lines += [line(r) for r in cells]
     return "\n".join(lines)
 
 
@@ -150,9 +205,9 @@ def matmul_rate(
     for _ in range(warmup):
         torch.nn.functional.linear(a, w)
     flops = 2.0 * m * k * n
-    calls = max(1, min(20, int(2e8 // flops)))  # about 0.2 GFLOP (a few ms) a round
+    calls = max(1, min(20, int(2e8 // flops)))  # about 0.2 GFLOP (a few ms on a CPU) a round
     if device.type == "cuda":
-        calls *= 10
+        calls = max(10, min(200, int(2e11 // flops)))  # a GPU: ~0.2 TFLOP, >= 10 calls
     best = min(
         timed(lambda: [torch.nn.functional.linear(a, w) for _ in range(calls)], device) / calls
         for _ in range(reps)
@@ -185,12 +240,12 @@ def utilisation(rates: Dict[str, float], peak: float) -> tuple:
     (the peak was measured during a burst of load from another process, say), the peak is
     raised to that row's rate and the note says so, so that no MFU is above 100%.
     """
-    best_label = max(rates, key=rates.get) if rates else None
-    if best_label is None or rates[best_label] <= peak:
+    best: Optional[str] = max(rates, key=lambda k: rates[k]) if rates else None
+    if best is None or rates[best] <= peak:
         return {k: v / peak for k, v in rates.items()}, ""
     note = (
-        f"row {best_label!r} ran at {rates[best_label] / 1e9:,.1f} GFLOP/s, above the "
+        f"row {best!r} ran at {rates[best] / 1e9:,.1f} GFLOP/s, above the "
         f"measured matmul peak {peak / 1e9:,.1f}: MFU taken against its rate instead "
         f"(the peak was measured low, e.g. under load)"
     )
-    return {k: v / rates[best_label] for k, v in rates.items()}, note
+    return {k: v / rates[best] for k, v in rates.items()}, note

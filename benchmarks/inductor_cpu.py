@@ -17,17 +17,21 @@ Times, eager against compiled, median of interleaved rounds:
 
 from __future__ import annotations
 
+import sys
+from typing import List, Optional
+
 import torch
 
 import common
-from transformer_lib.fast import compile_model, keep_freed_memory
+from transformer_lib.fast import compile_model
 from transformer_lib.feedforward import PositionwiseFeedForward
+from transformer_lib.training import keep_freed_memory
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=15, help="interleaved rounds")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     device = common.setup(args)
     if device.type != "cpu":
         raise SystemExit("--device: this benchmark is about Inductor's CPU code; use cpu")
@@ -72,7 +76,8 @@ def main() -> None:
             f"median of {reps} interleaved",
         )
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -22,24 +22,21 @@ against batches of the same sizes drawn in random order, on the date task.
 from __future__ import annotations
 
 import random
+import sys
 from typing import List, Optional, Tuple
 
 import torch
 from torch import nn
 
 import common
-from workload import PRESETS, QUICK, make_batch, train_step_fn
-from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.attention import MultiHeadAttention, fused_attention
-from transformer_lib.data import (
-    PAD_ID,
-    CharTokenizer,
-    encode_pairs,
-    make_date_splits,
-    token_batches,
-)
-from transformer_lib.data.batching import make_batch as pad_examples
+from transformer_lib.batching import encode_pairs, make_batch as pad_examples, token_batches
+from transformer_lib.config import TransformerConfig
+from transformer_lib.dates import make_date_splits
 from transformer_lib.masks import causal_mask
+from transformer_lib.model import Transformer
+from transformer_lib.tokenizers import PAD_ID, CharTokenizer
+from workload import PRESETS, QUICK, make_batch, train_step_fn
 
 Tensor = torch.Tensor
 
@@ -61,7 +58,7 @@ def packed_attention(
     padded layout (zeros at padded positions, which the mask hides as keys) for the
     attention kernel, and the output is gathered back to the real rows: (n, D).
     """
-    D, heads = attn.d_model, attn._split_heads  # (B, L, D) -> (B, H, L, d_k)
+    D, heads = attn.d_model, attn.split_heads  # (B, L, D) -> (B, H, L, d_k)
 
     def padded(t: Tensor, idx: Tensor, length: int) -> Tensor:  # (n, k D) -> (B, length, k D)
         return t.new_zeros(B * length, t.shape[1]).index_copy(0, idx, t).view(B, length, -1)
@@ -143,10 +140,11 @@ def padded_batch(
     return src[:, :length], tgt
 
 
-def step_table(
-    name: str, overrides: dict, batch: int, length: int, args, device: torch.device
-) -> str:
-    c = TransformerConfig.tiny(args.vocab, max_len=max(128, length + 1), **overrides)
+def step_table(name: str, preset, args, device: torch.device) -> str:
+    batch, length = preset.batch, preset.length
+    c = TransformerConfig.tiny(
+        args.vocab or preset.vocab, max_len=max(128, length + 1), **preset.sizes
+    )
     gen = torch.Generator().manual_seed(args.seed)
     rows = []
     for shortest in args.shortest:
@@ -208,9 +206,8 @@ def padding_share(batches: List) -> str:
 
 def trainer_table(args) -> str:
     pairs = make_date_splits(n_train=2000 if args.quick else 20000, n_valid=10, n_test=10)["train"]
-    src_tok = CharTokenizer.train(s for s, _ in pairs)
-    tgt_tok = CharTokenizer.train(t for _, t in pairs)
-    examples = encode_pairs(pairs, src_tok, tgt_tok)
+    tokenizer = CharTokenizer.train([s for s, _ in pairs] + [t for _, t in pairs])
+    examples = encode_pairs(pairs, tokenizer)
     order = list(range(len(examples)))
     random.Random(args.seed).shuffle(order)
     rows = []
@@ -218,7 +215,9 @@ def trainer_table(args) -> str:
         sorted_batches = token_batches(examples, max_tokens, seed=args.seed)
         random_batches, start = [], 0
         for b in sorted_batches:  # the same batch sizes
-            random_batches.append(pad_examples(examples, order[start : start + len(b)]))
+            random_batches.append(
+                pad_examples([examples[i] for i in order[start : start + len(b)]])
+            )
             start += len(b)
         rows.append(
             [
@@ -236,10 +235,10 @@ def trainer_table(args) -> str:
     )
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=None, help="timed repetitions (default 11)")
-    p.add_argument("--vocab", type=int, default=1000)
+    p.add_argument("--vocab", type=int, default=None, help="default: the preset's (1000)")
     p.add_argument(
         "--shortest",
         type=float,
@@ -248,15 +247,14 @@ def main() -> None:
         help="shortest row as a share of the length, one table row each "
         "(0.75: the batch of workload.py)",
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
     device = common.setup(args)
     args.reps = args.reps or (1 if args.quick else 11)
-    name, (overrides, batch, length) = next(
-        iter((QUICK if args.quick else {"d256": PRESETS["d256"]}).items())
-    )
-    print(step_table(name, overrides, batch, length, args, device))
+    name, preset = next(iter((QUICK if args.quick else {"d256": PRESETS["d256"]}).items()))
+    print(step_table(name, preset, args, device))
     print(trainer_table(args))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

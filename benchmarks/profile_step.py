@@ -23,22 +23,23 @@ element-wise rows (copies, ReLU) are inflated; rerun, or read ``train_throughput
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections import defaultdict
-from typing import Dict
+from typing import Dict, List, Optional
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 import common
-from transformer_lib import TransformerConfig
-from transformer_lib.fast import keep_freed_memory
+from transformer_lib.training import keep_freed_memory
 from workload import (
     PRESETS,
     QUICK,
-    compiled_kernels_available,
+    compiled_kernels_usable,
     make_batch,
     make_model,
+    preset_config,
     train_step_fn,
 )
 
@@ -48,7 +49,7 @@ CATEGORIES = (  # (category, substrings of operator names), first match wins
     # .dropout and .feedforward (their own time: the kernels' work and their Python)
     (
         "attention kernel",
-        ("scaled_dot_product", "aten::_softmax", "_softmax_backward", "_CompiledAttention"),
+        ("scaled_dot_product", "aten::_softmax", "_softmax_backward", "CompiledAttention"),
     ),
     (
         "dropout",
@@ -123,12 +124,12 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--preset", choices=list(PRESETS), default="d256")
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--vocab", type=int, default=1000)
+    p.add_argument("--vocab", type=int, default=None, help="default: the preset's")
     p.add_argument(
         "--fused-adam",
         action=argparse.BooleanOptionalAction,
@@ -149,16 +150,18 @@ def main() -> None:
         default=True,
         help="glibc malloc keeps freed memory, as in train_throughput.py (default)",
     )
-    args = p.parse_args()
-    allocator = keep_freed_memory() if args.keep_freed_memory else ""
+    args = p.parse_args(argv)
+    if args.keep_freed_memory:
+        keep_freed_memory()
     device = common.setup(args)
-    print(f"# allocator: {allocator or 'the C library defaults'}")
+    print(f"# allocator: {'keeps freed memory' if args.keep_freed_memory else 'C defaults'}")
     if not common.usable_dtypes([args.dtype], device):
-        return
-    with_compiled = compiled_kernels_available(args, device)
-    overrides, batch, length = QUICK["tiny"] if args.quick else PRESETS[args.preset]
+        return 0
+    with_compiled = compiled_kernels_usable(args.compiled_kernels, device)
+    preset = QUICK["tiny"] if args.quick else PRESETS[args.preset]
+    batch, length = preset.batch, preset.length
     steps = 1 if args.quick else args.steps
-    c = TransformerConfig.tiny(args.vocab, P_drop=0.1, max_len=max(128, length + 1), **overrides)
+    c = preset_config(preset, args.vocab)
     src, tgt = make_batch(c, batch, length + 1, device, torch.Generator().manual_seed(0))
     results = {}
     models = ["torch.nn.Transformer", "transformer_lib"]
@@ -197,7 +200,8 @@ def main() -> None:
             f"{steps} steps each (profiler overhead included)",
         )
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

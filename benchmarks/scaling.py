@@ -14,13 +14,15 @@ the optimizer and Python overhead, still matter).
 from __future__ import annotations
 
 import math
-from typing import List, Sequence, Tuple
+import sys
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
 import common
+from transformer_lib.config import TransformerConfig
+from transformer_lib.model import Transformer
 from workload import make_batch, train_step_fn
-from transformer_lib import Transformer, TransformerConfig
 
 
 def fit_exponent(sizes: Sequence[float], times: Sequence[float]) -> Tuple[float, float]:
@@ -64,7 +66,7 @@ def report(name: str, sizes: List[int], seconds: List[float], tokens: List[int])
     )
 
 
-def main() -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--lengths", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     p.add_argument("--batches", type=int, nargs="+", default=[4, 8, 16, 32, 64])
@@ -72,7 +74,7 @@ def main() -> None:
     p.add_argument("--length", type=int, default=48, help="length for the batch sweep")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--vocab", type=int, default=1000)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     device = common.setup(args)
     if args.quick:
         c = TransformerConfig.tiny(64, N=1, d_model=16, d_ff=32, h=2, P_drop=0.1)
@@ -86,7 +88,8 @@ def main() -> None:
     print(report("length", lengths, secs, [args.batch * L for L in lengths]))
     secs = sweep(c, [(b, args.length) for b in batches], args, device)
     print(report("batch", batches, secs, [b * args.length for b in batches]))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

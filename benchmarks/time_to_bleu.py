@@ -2,13 +2,13 @@
 
 For each budget, the training command line trains the English->French recipe from scratch,
 in its own process, and stops cleanly when the budget is spent (``--time-budget MINUTES``,
-``TrainSettings.time_budget``: training and validation count, loading the corpus and
+``TrainConfig.time_budget``: training and validation count, loading the corpus and
 training the tokenizer do not). The checkpoint it writes is then scored on the held-out
 test verses: corpus BLEU (sacrebleu, ``13a``) with greedy decoding and with beam search
 (K = 4, alpha = 0.6, §6.1), as ``score_translation.py`` scores the shipped model.
 
 By default the recipe is the command line's own for ``--corpus bible-en-fr``
-(``transformer_lib.cli.recipes.CORPUS_RECIPES``): the shape, batch and schedule tuned for
+(``transformer_lib.train.RECIPES["corpus"]``): the shape, batch and schedule tuned for
 the best test BLEU after 10 minutes on a 2-core CPU. ``--recipe shipped`` trains the untuned
 recipe of ``checkpoints/bible-en-fr.pt`` (``checkpoints/README.md``) instead, less its fixed
 step count and checkpoint averaging, which need the run's length in steps (a budgeted run
@@ -20,7 +20,7 @@ cool-down, batches of 4,000 tokens, warm-up 800, lr factor 0.5. ``--train-args``
     python benchmarks/time_to_bleu.py --budgets 10 --threads 2
     python benchmarks/time_to_bleu.py --recipe shipped       # the untuned recipe
     python benchmarks/time_to_bleu.py --train-args="--bf16"  # on a CPU with native bf16
-    python benchmarks/time_to_bleu.py --quick                # smoke test (<1 min on 2 cores)
+    python benchmarks/time_to_bleu.py --quick                # smoke test (~20 s on 2 cores)
 
 Prints the machine (CPU named), then one row per budget: the steps trained, the training
 seconds the command line reports, and greedy and beam BLEU on the test verses.
@@ -38,69 +38,24 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import sacrebleu
 import torch
 
 import common
-from transformer_lib.data.bible import bible_en_fr
-from transformer_lib.sentences import translate
-from transformer_lib.training.checkpoint import load_checkpoint, load_model
-from transformer_lib.training.precision import cpu_model
+from transformer_lib.checkpoint import load_checkpoint, load_model
+from transformer_lib.corpus import bible_en_fr
+from transformer_lib.search import translate
+from transformer_lib.training import bleu
 
-SHIPPED = [
-    "--vocab-size",
-    "6000",
-    "--d-model",
-    "256",
-    "--layers",
-    "3",
-    "--heads",
-    "4",
-    "--d-ff",
-    "1024",
-    "--dropout",
-    "0.2",
-    "--no-norm-first",
-    "--cooldown",
-    "0",
-    "--max-len",
-    "128",
-    "--max-tokens",
-    "4000",
-    "--warmup",
-    "800",
-    "--lr-factor",
-    "0.5",
-    "--eval-every",
-    "0",
-    "--eval-limit",
-    "100",
-]
-QUICK_RECIPE = [
-    "--vocab-size",
-    "1000",
-    "--d-model",
-    "32",
-    "--layers",
-    "1",
-    "--heads",
-    "2",
-    "--d-ff",
-    "64",
-    "--dropout",
-    "0.1",
-    "--max-len",
-    "24",
-    "--max-tokens",
-    "1000",
-    "--warmup",
-    "50",
-    "--eval-every",
-    "0",
-    "--eval-limit",
-    "4",
-    "--no-compiled-kernels",
-]
+SHIPPED = (  # the flags of checkpoints/bible-en-fr.pt (checkpoints/README.md), budgeted
+    "--vocab-size 6000 --d-model 256 --layers 3 --heads 4 --d-ff 1024 --dropout 0.2 "
+    "--no-norm-first --cooldown 0 --max-len 128 --max-tokens 4000 --warmup 800 "
+    "--lr-factor 0.5 --eval-every 0 --eval-limit 100"
+).split()
+QUICK_RECIPE = (  # a tiny stand-in: the pipeline end to end in seconds
+    "--vocab-size 1000 --d-model 32 --layers 1 --heads 2 --d-ff 64 --dropout 0.1 "
+    "--max-len 24 --max-tokens 1000 --warmup 50 --eval-every 0 --eval-limit 4 "
+    "--no-compiled-kernels"
+).split()
 STEPS = "1000000"  # more than any budget reaches: the budget stops the run
 TRAINED = re.compile(r"trained steps (\d+)-(\d+) in ([\d.]+) s")
 
@@ -152,26 +107,19 @@ def train(budget: float, out: Path, args) -> Dict[str, float]:
     }
 
 
-def bleu(model, src_tok, tgt_tok, test, beam: int) -> float:
+def score_bleu(model, tokenizer, test, beam: int) -> float:
+    """Corpus BLEU (13a) of the model's translations of the ``test`` pairs."""
     sources, references = [s for s, _ in test], [t for _, t in test]
-    outputs = translate(
-        model,
-        src_tok,
-        tgt_tok,
-        sources,
-        beam=beam,
-        length_penalty=0.6,
-        max_len=min(100, model.config.max_len),
-    )
-    return sacrebleu.corpus_bleu(outputs, [references]).score
+    max_len = min(100, model.config.max_len)
+    return bleu(translate(model, tokenizer, sources, beam, 0.6, max_len), references)
 
 
 def row(budget: float, out: Path, test, args) -> List[str]:
     """One budget: train, then score the checkpoint greedy and with beam search."""
     trained = train(budget, out, args)
-    model, src_tok, tgt_tok = load_model(out / "checkpoint.pt")
+    model, tokenizer = load_model(out / "checkpoint.pt")
     start = time.perf_counter()
-    greedy, beam = (bleu(model, src_tok, tgt_tok, test, k) for k in (1, args.beam))
+    greedy, beam = (score_bleu(model, tokenizer, test, k) for k in (1, args.beam))
     return [
         f"{budget:g}",
         f"{trained['steps']:,}",
@@ -191,7 +139,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         type=float,
         default=None,
         metavar="MINUTES",
-        help="training budgets in minutes (default 3 10 30; --quick: 0.1)",
+        help="training budgets in minutes (default 3 10 30; --quick: 0.05)",
     )
     p.add_argument(
         "--recipe",
@@ -226,13 +174,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="smoke test: a tiny model, 6 s of training, 8 test verses",
+        help="smoke test: a tiny model, 3 s of training, 8 test verses",
     )
     args = p.parse_args(argv)
-    budgets = args.budgets or ([0.1] if args.quick else [3.0, 10.0, 30.0])
+    budgets = args.budgets or ([0.05] if args.quick else [3.0, 10.0, 30.0])
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(common.machine_line(torch.device("cpu")))
+    print(common.machine_line(torch.device("cpu")), flush=True)
     test = bible_en_fr()["test"][: args.test_verses or (8 if args.quick else None)]
     with tempfile.TemporaryDirectory() as tmp:
         root = args.out or Path(tmp)
@@ -251,7 +199,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             rows,
             f"Test BLEU after a training budget, English->French, recipe "
             f"{'quick' if args.quick else args.recipe}, {len(test)} test verses; "
-            f"CPU: {cpu_model()}",
+            f"CPU: {common.cpu_model()}",
         )
     )
     return 0

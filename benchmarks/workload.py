@@ -12,24 +12,45 @@ attention weights in both (the paper has none there; ``nn.Transformer`` would pu
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.config import TransformerConfig
 from transformer_lib.embedding import TokenEmbedding
-from transformer_lib.fast import accelerate, kernels_available
+from transformer_lib.fast import accelerate, compile_model, kernels_available
 from transformer_lib.masks import causal_mask
+from transformer_lib.model import Transformer
 from transformer_lib.positional import PositionalEncoding
 
-# name -> (config overrides, batch size, sequence length)
-PRESETS: Dict[str, Tuple[dict, int, int]] = {
-    "tiny": (dict(N=2, d_model=32, d_ff=64, h=4), 32, 48),
-    "d256": (dict(N=3, d_model=256, d_ff=1024, h=4), 32, 48),
+
+class Preset(NamedTuple):
+    """Model sizes (fields of ``TransformerConfig``), the batch (rows x tokens a row) and the
+    shared vocabulary."""
+
+    sizes: dict
+    batch: int
+    length: int
+    vocab: int
+
+
+PRESETS: Dict[str, Preset] = {
+    "tiny": Preset(dict(N=2, d_model=32, d_ff=64, h=4), 32, 48, 1000),
+    # the benchmark size: what the CPU figures of benchmarks/README.md are measured on
+    "d256": Preset(dict(N=3, d_model=256, d_ff=1024, h=4), 32, 48, 1000),
+    # Table 3's base model, the paper's 37,000 shared BPE tokens, ~25,000 tokens a batch (§5.1)
+    "base": Preset(dict(N=6, d_model=512, d_ff=2048, h=8), 512, 48, 37000),
 }
-QUICK = {"tiny": (dict(N=1, d_model=16, d_ff=32, h=2), 4, 8)}
+QUICK = {"tiny": Preset(dict(N=1, d_model=16, d_ff=32, h=2), 4, 8, 64)}
+
+
+def preset_config(preset: Preset, vocab: Optional[int] = None, P_drop: float = 0.1):
+    """The TransformerConfig of ``preset`` (its vocabulary unless ``vocab`` is given)."""
+    return TransformerConfig.tiny(
+        vocab or preset.vocab, P_drop=P_drop, max_len=max(128, preset.length + 1), **preset.sizes
+    )
 
 
 class TorchTransformer(nn.Module):
@@ -152,20 +173,21 @@ def train_step_fn(
     pad_id: int,
     autocast: bool,
     device: torch.device,
-    fused_adam: bool,
+    fused_adam: bool = True,
 ) -> Callable[[], None]:
-    """A closure doing one step: teacher forcing on tgt[:, :-1] -> tgt[:, 1:]."""
+    """A closure doing one step: teacher forcing on tgt[:, :-1] -> tgt[:, 1:]; with
+    ``autocast``, the forward pass under bf16 autocast on ``device``."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, **({"fused": True} if fused_adam else {}))
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    ctx = (
-        (lambda: torch.autocast(device.type, dtype=torch.bfloat16))
-        if autocast
-        else contextlib.nullcontext
-    )
+
+    def context():
+        if autocast:
+            return torch.autocast(device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        with ctx():
+        with context():
             logits = model(src, tgt_in)  # (B, T, V)
             loss = F.cross_entropy(
                 logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=pad_id
@@ -176,28 +198,34 @@ def train_step_fn(
     return step
 
 
-ROW_KERNELS = {
+# row -> how it is made from the plain model (None: as it is)
+ROWS: Dict[str, Optional[Callable[[nn.Module, torch.device], nn.Module]]] = {
+    "torch.nn.Transformer": None,
     "transformer_lib": None,
-    "+ accelerate, no kernels": False,
-    "+ compiled kernels": True,
-}  # row -> accelerate(model, kernels=...)
+    "+ accelerate, no kernels": lambda m, d: accelerate(m, kernels=False),
+    "+ compiled kernels": lambda m, d: accelerate(m, kernels=True),
+    "transformer_lib compiled": lambda m, d: torch.compile(m),
+    "+ compile_model": lambda m, d: compile_model(m, d),
+}
 
 
 def make_model(label: str, c: TransformerConfig, device: torch.device) -> nn.Module:
-    """A fresh model of benchmark row ``label``: ``torch.nn.Transformer`` between our
-    embeddings, our plain model (as the notebooks run it), or our model through
-    :func:`transformer_lib.fast.accelerate` without or with the compiled kernels (the last
-    is what the training command line runs on a CPU)."""
+    """A fresh model of benchmark row ``label`` (a key of :data:`ROWS`):
+    ``torch.nn.Transformer`` between our embeddings; our plain model (as the notebooks run
+    it); our model through :func:`transformer_lib.fast.accelerate` without or with the
+    compiled kernels (the latter is what the training command line runs on a CPU);
+    ``torch.compile(model)`` with Inductor's defaults; :func:`transformer_lib.fast.compile_model`
+    (the command line's ``--compile``)."""
     if label == "torch.nn.Transformer":
         return TorchTransformer(c).to(device).train()
     model = Transformer(c).to(device).train()
-    kernels = ROW_KERNELS.get(label)
-    return model if kernels is None else accelerate(model, kernels=kernels)
+    make = ROWS[label]
+    return model if make is None else make(model, device)
 
 
-def compiled_kernels_available(args, device: torch.device) -> bool:
+def compiled_kernels_usable(wanted: bool, device: torch.device) -> bool:
     """Whether to add the "+ compiled kernels" row (built here, once, if needed)."""
-    if not args.compiled_kernels or device.type != "cpu":
+    if not wanted or device.type != "cpu":
         return False
     problem = kernels_available()
     if problem is not None:
