@@ -1,7 +1,7 @@
 """Draw images/transformer_architecture.svg: the encoder-decoder of §3 (Figure 1's content).
 
-Run from the repository root: ``python images/make_architecture.py``. Each box names the
-transformer_lib module that implements it.
+Run from the repository root: ``python images/make_architecture.py``. The script checks, before
+it writes the file, that every label fits inside its box.
 """
 
 from pathlib import Path
@@ -10,7 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
 plt.rcParams["svg.hashsalt"] = "transformer"  # stable ids: the file only changes with the figure
 plt.rcParams["svg.fonttype"] = "none"  # text stays text
@@ -23,141 +23,178 @@ COLOURS = {
     "pos": "#ffffff",
     "out": "#cfe8c6",
 }
+INK = "#333333"
+ENC_X, DEC_X = 3.0, 7.0  # the centres of the two columns
+WIDTH = 2.5  # width of a sub-layer box
+SIDE = 1.45  # distance of a residual line from its column's centre
+FRAME = 1.65  # half-width of the grey frame of a stack
+STEP = 1.6  # height of one (sub-layer, Add & Norm) pair
+BOXES = []  # (patch, text) of every box: their fit is checked before saving
 
 
-def box(ax, x, y, w, h, text, kind, fontsize=9):
-    ax.add_patch(
-        FancyBboxPatch(
-            (x - w / 2, y - h / 2),
-            w,
-            h,
-            boxstyle="round,pad=0.02,rounding_size=0.12",
-            fc=COLOURS[kind],
-            ec="#333333",
-            lw=1,
-        )
+def box(ax, x, y, w, h, text, kind, fontsize=8.5):
+    patch = FancyBboxPatch(
+        (x - w / 2, y - h / 2),
+        w,
+        h,
+        boxstyle="round,pad=0,rounding_size=0.1",
+        fc=COLOURS[kind],
+        ec=INK,
+        lw=1,
     )
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
+    ax.add_patch(patch)
+    label = ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, linespacing=1.15)
+    BOXES.append((patch, label))
 
 
-def arrow(ax, xy0, xy1, style="-|>", rad=0.0):
+def arrow(ax, xy0, xy1):
     ax.add_patch(
         FancyArrowPatch(
-            xy0,
-            xy1,
-            arrowstyle=style,
-            mutation_scale=10,
-            lw=1,
-            color="#333333",
-            connectionstyle=f"arc3,rad={rad}",
+            xy0, xy1, arrowstyle="-|>", mutation_scale=10, lw=1, color=INK, shrinkA=0, shrinkB=0
         )
     )
 
 
-def residual(ax, x, y_from, y_to, side):
-    """A skip connection drawn beside a sub-layer, from its input to its Add & Norm."""
-    xs = x + side
-    ax.plot([x, xs, xs], [y_from, y_from, y_to], color="#333333", lw=1)
-    arrow(ax, (xs, y_to), (x + 0.9 * (1 if side > 0 else -1), y_to))
+def line(ax, xs, ys):
+    ax.plot(xs, ys, color=INK, lw=1, solid_capstyle="butt")
 
 
-def sublayers(ax, x, y0, names, side):
-    """Stack of (sub-layer, Add & Norm) pairs from y0 upwards; returns the top y."""
-    y = y0
+def frame(ax, x, y0, y1, label, label_x, ha):
+    """The grey frame of a stack of N identical layers, with its "N ×"."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - FRAME, y0),
+            2 * FRAME,
+            y1 - y0,
+            boxstyle="round,pad=0,rounding_size=0.15",
+            fc="#f2f2f2",
+            ec="#777777",
+            lw=1,
+            zorder=-1,
+        )
+    )
+    ax.text(label_x, (y0 + y1) / 2, label, ha=ha, va="center", fontsize=12)
+
+
+def sublayers(ax, x, y, names, side):
+    """(sub-layer, Add & Norm) pairs from y upwards, each with its residual connection on
+    ``side`` (-1 left, +1 right). Returns the y of each sub-layer's centre and the top."""
+    centres, start = [], y
     for text, kind in names:
-        arrow(ax, (x, y), (x, y + 0.35))
-        box(ax, x, y + 0.65, 1.9, 0.6, text, kind, 8)
-        box(ax, x, y + 1.35, 1.8, 0.4, "Add & Norm", "norm", 8)
-        arrow(ax, (x, y + 0.95), (x, y + 1.15))
-        residual(ax, x, y + 0.2, y + 1.35, side)
-        y += 1.55
-    return y
+        centre = y + 0.55
+        arrow(ax, (x, start), (x, y + 0.275))  # into the sub-layer
+        box(ax, x, centre, WIDTH, 0.55, text, kind)
+        arrow(ax, (x, y + 0.825), (x, y + 1.05))  # into Add & Norm
+        box(ax, x, y + 1.25, WIDTH, 0.4, "Add & Norm", "norm")
+        xs = x + side * SIDE  # the residual: around the sub-layer, into Add & Norm's side
+        line(ax, [x, xs, xs], [y + 0.12, y + 0.12, y + 1.25])
+        arrow(ax, (xs, y + 1.25), (x + side * WIDTH / 2, y + 1.25))
+        centres.append(centre)
+        start, y = y + 1.45, y + STEP
+    return centres, start
+
+
+def bottom(ax, x, label, side):
+    """Input label, embedding, and the sum with the positional encoding (⊕)."""
+    ax.text(x, 0.3, label, ha="center", va="center", fontsize=9)
+    arrow(ax, (x, 0.45), (x, 0.85))
+    box(ax, x, 1.1, WIDTH, 0.5, "Embedding × √d_model", "embed")
+    arrow(ax, (x, 1.35), (x, 1.77))
+    ax.add_patch(Circle((x, 1.95), 0.18, fc="white", ec=INK, lw=1))  # ⊕, drawn
+    line(ax, [x - 0.1, x + 0.1], [1.95, 1.95])
+    line(ax, [x, x], [1.85, 2.05])
+    pe_x = x + side * 2.05
+    box(ax, pe_x, 1.95, 1.35, 0.55, "Positional\nencoding", "pos")
+    arrow(ax, (pe_x - side * 0.675, 1.95), (x + side * 0.18, 1.95))  # PE -> ⊕
+    line(ax, [x, x], [2.13, 2.5])  # on into the stack
+
+
+def check_fit(fig):
+    """Every label inside its box, with a margin (the file keeps text as text, so a viewer's
+    font may differ a little from matplotlib's)."""
+    renderer = fig.canvas.get_renderer()
+    for patch, label in BOXES:
+        outer = patch.get_window_extent(renderer)
+        inner = label.get_window_extent(renderer)
+        spare_x = (outer.width - inner.width) / outer.width
+        spare_y = (outer.height - inner.height) / outer.height
+        if spare_x < 0.12 or spare_y < 0.08:
+            raise ValueError(
+                f"label {label.get_text()!r} does not fit its box: {spare_x:.2f}, {spare_y:.2f}"
+            )
 
 
 def main(path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(7, 8.5))
+    BOXES.clear()
+    fig, ax = plt.subplots(figsize=(7.5, 8.25))
     ax.set_xlim(0, 10)
-    ax.set_ylim(-0.6, 12.4)
+    ax.set_ylim(0, 11)
+    ax.set_aspect("equal")
+    fig.subplots_adjust(0, 0, 1, 1)
     ax.axis("off")
-    enc_x, dec_x = 2.8, 7.2
-    for x, label in ((enc_x, "inputs (source ids)"), (dec_x, "outputs shifted right (target ids)")):
-        ax.text(x, -0.35, label, ha="center", fontsize=9)
-        box(ax, x, 0.5, 1.8, 0.5, "Embedding × √d_model\nembedding.py", "embed", 8)
-        box(ax, x, 1.35, 0.7, 0.5, "+", "pos", 12)
-        ax.text(
-            x + (-1.0 if x == enc_x else 1.0),
-            1.35,
-            "positional\nencoding\npositional.py",
-            ha="right" if x == enc_x else "left",
-            va="center",
-            fontsize=7.5,
-        )
-        arrow(ax, (x, -0.2), (x, 0.25))
-        arrow(ax, (x, 0.75), (x, 1.1))
-    # encoder: self-attention + feed-forward, N times
-    ax.add_patch(
-        FancyBboxPatch(
-            (enc_x - 1.3, 1.75),
-            2.6,
-            3.4,
-            boxstyle="round,pad=0.05",
-            fc="#f2f2f2",
-            ec="#777777",
-            lw=1,
-            zorder=-1,
-        )
+
+    bottom(ax, ENC_X, "inputs (source ids)", side=-1)
+    bottom(ax, DEC_X, "outputs, shifted right (target ids)", side=1)
+
+    # encoder: self-attention and feed-forward, N times
+    frame(ax, ENC_X, 2.35, 5.7, "N ×", ENC_X - FRAME - 0.15, "right")
+    _, top_e = sublayers(
+        ax, ENC_X, 2.5, [("Multi-Head\nSelf-Attention", "attn"), ("Feed Forward", "ff")], -1
     )
-    ax.text(enc_x - 1.45, 3.4, "N ×", ha="right", fontsize=11)
-    top_e = sublayers(
-        ax, enc_x, 1.6, [("Multi-Head\nSelf-Attention", "attn"), ("Feed Forward", "ff")], side=-1.1
-    )
-    ax.text(enc_x - 0.6, 5.35, "encoder.py", ha="center", fontsize=7.5, color="#555555")
     # decoder: masked self-attention, cross-attention, feed-forward, N times
-    ax.add_patch(
-        FancyBboxPatch(
-            (dec_x - 1.3, 1.75),
-            2.6,
-            4.95,
-            boxstyle="round,pad=0.05",
-            fc="#f2f2f2",
-            ec="#777777",
-            lw=1,
-            zorder=-1,
-        )
-    )
-    ax.text(dec_x + 1.45, 4.2, "× N", ha="left", fontsize=11)
-    top_d = sublayers(
+    frame(ax, DEC_X, 2.35, 7.3, "× N", DEC_X + FRAME + 0.15, "left")
+    (_, cross_y, _), top_d = sublayers(
         ax,
-        dec_x,
-        1.6,
+        DEC_X,
+        2.5,
         [
             ("Masked Multi-Head\nSelf-Attention", "attn"),
             ("Multi-Head\nCross-Attention", "attn"),
             ("Feed Forward", "ff"),
         ],
-        side=1.1,
+        1,
     )
-    ax.text(dec_x, 6.9, "decoder.py", ha="center", fontsize=7.5, color="#555555")
-    # memory: encoder output into every decoder cross-attention (keys and values)
-    ax.plot([enc_x, enc_x, 5.0, 5.0], [top_e - 0.2, 5.8, 5.8, 3.8], color="#333333", lw=1)
-    arrow(ax, (5.0, 3.8), (dec_x - 0.95, 3.8))
-    ax.text(5.1, 5.6, "memory\n(keys and\nvalues)", fontsize=7.5, ha="left", va="top")
-    # output head
-    box(ax, dec_x, 8.0, 1.8, 0.5, "Linear (tied to\nthe embedding)", "out", 8)
-    box(ax, dec_x, 9.0, 1.8, 0.5, "Softmax", "out", 9)
-    arrow(ax, (dec_x, top_d - 0.2), (dec_x, 7.75))
-    arrow(ax, (dec_x, 8.25), (dec_x, 8.75))
-    arrow(ax, (dec_x, 9.25), (dec_x, 9.75))
-    ax.text(dec_x, 9.95, "next-token probabilities", ha="center", fontsize=9)
-    ax.text(5.0, 11.6, "The Transformer (Vaswani et al., 2017, §3)", ha="center", fontsize=12)
+    # the encoder's output (memory): keys and values of every cross-attention
+    mid = (ENC_X + FRAME + DEC_X - FRAME) / 2
+    line(ax, [ENC_X, ENC_X, mid, mid], [top_e, 6.15, 6.15, cross_y])
+    arrow(ax, (mid, cross_y), (DEC_X - WIDTH / 2, cross_y))
     ax.text(
-        5.0,
-        11.0,
-        "masks (masks.py): padding in every attention; causal in the decoder's self-attention",
+        (ENC_X + mid) / 2,
+        6.25,
+        "encoder output:\nkeys and values",
         ha="center",
+        va="bottom",
+        fontsize=8,
+    )
+
+    # output head
+    arrow(ax, (DEC_X, top_d), (DEC_X, 7.7))
+    box(ax, DEC_X, 7.95, WIDTH, 0.5, "Linear", "out")
+    arrow(ax, (DEC_X, 8.2), (DEC_X, 8.55))
+    box(ax, DEC_X, 8.8, WIDTH, 0.5, "Softmax", "out")
+    arrow(ax, (DEC_X, 9.05), (DEC_X, 9.4))
+    ax.text(DEC_X, 9.5, "next-token probabilities", ha="center", va="bottom", fontsize=9)
+    ax.text(
+        DEC_X - WIDTH / 2 - 0.15,
+        7.95,
+        "weights shared with\nthe embeddings (§3.4)",
+        ha="right",
+        va="center",
         fontsize=8,
         color="#555555",
     )
+
+    ax.text(5.0, 10.65, "The Transformer (Vaswani et al., 2017, §3)", ha="center", fontsize=12)
+    ax.text(
+        5.0,
+        10.2,
+        "masks: padding in every attention; causal in the decoder's self-attention",
+        ha="center",
+        fontsize=8.5,
+        color="#555555",
+    )
+    fig.canvas.draw()
+    check_fit(fig)
     fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
 
