@@ -4,6 +4,11 @@ Each checker takes the learner's code (a function or module), runs it on inputs 
 own, compares against the library's reference, and returns a :class:`Feedback` that says
 what is right or wrong and, for the classic mistakes, which mistake it looks like.
 Checkers never raise on a wrong answer: a wrong answer is feedback, not a crash.
+
+A notebook's check cell shows the feedback, and grades with a hidden ``assert`` (a
+:class:`Feedback` is truthy when the answer passed). Each ``exNN`` module ends with
+``CHECKS = {name: (checker, make_right_answer)}``: every checker with a function that returns a
+right answer, so that one test can call every checker with right and wrong answers.
 """
 
 from __future__ import annotations
