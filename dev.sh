@@ -3,14 +3,16 @@
 # creates .venv and installs transformer_lib with its pinned dependencies.
 #
 #   bash dev.sh lab            open the notebook series in JupyterLab (with RISE slides)
-#   bash dev.sh lab --student  open the student copies (no solutions), building the kit first
-#                              when it is missing or older than a notebook
+#   bash dev.sh lab --student  open the students' version of the notebooks (nbgrader's, as in
+#                              the student bundle), building the kit first when it is missing
+#                              or older than a notebook
 #   bash dev.sh test [ARGS]    run every test: the ruff (lint and format) and mypy gates, unit
 #                              tests and nbval on every notebook (with ARGS: only pytest, with
 #                              those arguments)
 #   bash dev.sh site [ARGS]    build the series as an offline web site in build/site/
 #                              (from the stored outputs; open build/site/index.html)
-#   bash dev.sh course [ARGS]  build the instructor kit into build/course/ (with PDF handouts;
+#   bash dev.sh course [ARGS]  build the instructor kit into build/course/: the student bundle,
+#                              decks, plans, the nbgrader course (with PDF handouts;
 #                              --no-handouts skips them)
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -1,29 +1,33 @@
-"""The course material beside the notebooks: quizzes, syllabus, misconceptions, 50-minute lectures.
+"""The course material beside the notebooks: lesson plans, quizzes, speaker notes, answer notes,
+syllabus, misconceptions, 50-minute lectures.
 
-Every quiz has 5-8 questions with answers; the student rendering holds no answer; every
-"section N", "notebook NN" and "exercise N" that the material names exists in its notebook (the
-heading "## N." for a section); every "§" is a section of the paper; each 50-minute lecture's
-minutes add up to 50; the syllabus lists every notebook with the reading time and the number of
-exercises its opening cell and exercises give.
+Every reference resolves to the notebook it names, by title: a section is cited as
+``§N "Title"`` (the start of its heading; ``§ "Summary"`` for an unnumbered one) and an
+exercise as ``Exercise K "title"``, either prefixed by its notebook's number (``04 §5 "..."``)
+or, in a file of one notebook (``NN_name.md``), of that one; a bare ``§3.2.1`` is the paper's;
+"notebook NN" exists; no reference is by number alone (``section 4``, ``Exercise 2``, ``cell
+12``). Every quiz has 5-8 questions with answers, and the student rendering holds no answer;
+every plan's clock adds up; each 50-minute lecture's minutes add up to 50; the syllabus lists
+every notebook with the reading time and the number of exercises its notebook gives.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
+from kit_build import NOTEBOOKS
 from tools import quizzes
+from tools.kit_base import course_notebooks, exercises, read_notebook, source
 
 ROOT = Path(__file__).resolve().parent.parent
-
-NOTEBOOKS = ROOT / "notebooks"
 COURSE = ROOT / "course"
 PAGES = ["syllabus.md", "misconceptions.md", "lectures_50min.md"]
 QUIZZES = quizzes.sources()
-# the paper's sections, for "§"
+PLANS = COURSE / "plans"
+# the paper's sections, for a bare "§"
 PAPER = {
     "1",
     "2",
@@ -49,35 +53,40 @@ PAPER = {
     "7",
 }
 
-NUMBERS = r"\d+(?:\s*(?:,|and|or|to|–|-)\s*\d+)*"
-EXPLICIT_SECTION = re.compile(rf"notebook\s+(\d\d),?\s+(sections?)\s+({NUMBERS})", re.I)
-EXPLICIT_EXERCISE = re.compile(
-    rf"(exercises?)\s+({NUMBERS})(?:'s\s+check)?\s+of\s+notebook\s+(\d\d)", re.I
+SECTION_REF = re.compile(r'(?:\b(\d\d)\s)?§(\d+)?\s*"([^"]+)"')
+EXERCISE_REF = re.compile(r'(?:\b(\d\d)\s)?(?:Exercise|Ex\.)\s(\d+)\s+"([^"]+)"')
+PAPER_REF = re.compile(r'§(\d+(?:\.\d+)*)(?![\d.]|\s*")')
+BY_NUMBER = re.compile(
+    r'\b(?:[Ss]ections?\s\d+|[Cc]ells?\s\d+|(?:[Ee]xercises?|Ex\.)\s\d+(?!\d|\s+"|\s+—))'
 )
-BARE = re.compile(rf"\b(sections?|exercises?)\s+({NUMBERS})", re.I)
-NOTEBOOK = re.compile(r"\bnotebooks?\s+(\d\d)\b", re.I)
-CONTEXT_HEADING = re.compile(r"^(#{1,4}) .*?\b(\d\d) · ")
-CONTEXT_ITEM = re.compile(r"^\s*[-*]\s+notebook\s+(\d\d):", re.I)
-PARAGRAPH = re.compile(r"\S+")
+NOTEBOOK = re.compile(r"\bnotebooks? (\d\d)\b")
 
 
-def markdown_of(path: Path) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+def plain(text: str) -> str:
+    """A title as a reference quotes it: no Markdown or TeX marks, one space, lower case."""
+    return re.sub(r"\s+", " ", re.sub(r"[`*$\\{}]|\\text", "", text)).strip().lower()
 
 
 def notebook_facts() -> dict:
-    """Per notebook number "03": its stem, section headings, exercises and reading time."""
+    """Per notebook number "03": its stem, headings (number or None -> titles), exercises
+    (number -> title), reading time and the number of exercises."""
     facts = {}
     for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
-        text = markdown_of(path)
-        opening = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
-        reading = re.search(r"First reading[^:]*:\**\s*about (\d+) minutes", opening)
-        exercises = re.findall(r"^(?:#{2,4}\s*Exercise\s+(\d+)|\*\*Exercise\s+(\d+)\.)", text, re.M)
+        nb = read_notebook(path)
+        headings = {}
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for line in source(cell).splitlines():
+                match = re.match(r"^#{2,3} (?:(\d+)\. )?(.+?)\s*$", line)
+                if match:
+                    number = int(match.group(1)) if match.group(1) else None
+                    headings.setdefault(number, []).append(plain(match.group(2)))
+        reading = re.search(r"about (\d+) minutes", source(nb["cells"][0]))
         facts[path.stem[:2]] = {
             "stem": path.stem,
-            "sections": {int(n) for n in re.findall(r"^## (\d+)\.", text, re.M)},
-            "exercises": {int(a or b) for a, b in exercises},
+            "headings": headings,
+            "exercises": {ex.number: plain(ex.title) for ex in exercises(nb, path.stem)},
             "reading": int(reading.group(1)) if reading else None,
         }
     return facts
@@ -86,105 +95,74 @@ def notebook_facts() -> dict:
 FACTS = notebook_facts()
 
 
-def numbers(text: str) -> list:
-    """ "5", "5 and 6", "1, 3 and 5", "5–6" -> the numbers they name (a range in full)."""
-    found = [int(n) for n in re.findall(r"\d+", text)]
-    if re.search(r"\d\s*(?:–|-|to)\s*\d", text) and len(found) == 2:
-        return list(range(found[0], found[1] + 1))
-    return found
+def context(text: str, at: int, default: str | None) -> str | None:
+    """The notebook a reference without a number means: the last one named before it in its
+    paragraph or table row (``04 §1 "..." and §5 "..."``), else the one of the heading it is
+    under (``## 04 · Multi-head attention``), else the file's own."""
+    start = max(text.rfind("\n\n", 0, at), text.rfind("\n|", 0, at))
+    named = re.findall(
+        r"\b(\d\d) (?:§|Exercise|Ex\.)|^\|[^|\n]*\|[^|\n]*\| (\d\d) \|", text[start + 1 : at], re.M
+    )
+    headings = re.findall(r"^#{1,4} (?:(\d\d) · )?", text[:at], re.M)
+    return next((a or b for a, b in reversed(named)), (headings or [""])[-1] or default)
 
 
-def check_reference(kind: str, nb: str, values: list, where: str, problems: list) -> None:
-    if nb not in FACTS:
-        problems.append(f"{where}: notebook {nb} does not exist")
-        return
-    have = FACTS[nb]["sections" if kind.lower().startswith("section") else "exercises"]
-    for n in values:
-        if n not in have:
+def reference_problems(text: str, default: str | None, name: str, facts=None) -> list:
+    """Every reference of one Markdown file that does not resolve, with its line."""
+    FACTS = facts or globals()["FACTS"]  # noqa: N806
+    problems = []
+    line = lambda m: text.count("\n", 0, m.start()) + 1  # noqa: E731
+    for match in SECTION_REF.finditer(text):
+        nb = match.group(1) or context(text, match.start(), default)
+        number, title = match.group(2), plain(match.group(3))
+        where = f"{name}:{line(match)}: {match.group(0)!r}"
+        if nb not in FACTS:
             problems.append(
-                f"{where}: notebook {nb} ({FACTS[nb]['stem']}) has no "
-                f"{kind.lower().rstrip('s')} {n}"
+                f"{where} names no notebook"
+                if nb is None
+                else f"{where}: notebook {nb} does not exist"
             )
-
-
-def line_contexts(text: str, default: str | None) -> list:
-    """The notebook that a bare reference on each line means: ``default`` (a quiz's own), or
-    the one a heading "## NN · ..." or a list item "- notebook NN: ..." sets for what it holds."""
-    contexts = []
-    heading_context, heading_level, item_context = None, 0, None
-    for line in text.splitlines():
-        heading = re.match(r"^(#{1,6}) ", line)
-        if heading:
-            level = len(heading.group(1))
-            match = CONTEXT_HEADING.match(line)
-            if match:
-                heading_context, heading_level = match.group(2), level
-            elif level <= heading_level:
-                heading_context, heading_level = None, 0
-            item_context = None
-        item = CONTEXT_ITEM.match(line)
-        if item:
-            item_context = item.group(1)
-        elif not line.strip() or re.match(r"^\s*[-*] |^\s*\d+\. ", line):
-            item_context = None
-        contexts.append(item_context or heading_context or default)
-    return contexts
-
-
-def reference_problems(text: str, default: str | None, name: str) -> list:
-    """Every unresolved reference of one Markdown file: a section or exercise that its notebook
-    lacks, a notebook that does not exist, or a bare "section N" with no notebook to resolve it.
-    References may wrap across lines ("notebook 03,\nsection 5")."""
-    problems: list = []
-    contexts = line_contexts(text, default)
-    line_of = lambda offset: text.count("\n", 0, offset)  # 0-based
-    taken = []  # spans of explicit references
-    for match in EXPLICIT_SECTION.finditer(text):
-        check_reference(
-            match.group(2),
-            match.group(1),
-            numbers(match.group(3)),
-            f"{name}:{line_of(match.start()) + 1}",
-            problems,
-        )
-        taken.append(match.span())
-    for match in EXPLICIT_EXERCISE.finditer(text):
-        check_reference(
-            match.group(1),
-            match.group(3),
-            numbers(match.group(2)),
-            f"{name}:{line_of(match.start()) + 1}",
-            problems,
-        )
-        taken.append(match.span())
-    for match in BARE.finditer(text):
-        if any(a <= match.start() < b for a, b in taken):
             continue
-        line = line_of(match.start())
-        where = f"{name}:{line + 1}"
-        if contexts[line] is None:
-            problems.append(f"{where}: '{match.group(0)}' names no notebook")
-        else:
-            check_reference(
-                match.group(1), contexts[line], numbers(match.group(2)), where, problems
+        titles = FACTS[nb]["headings"].get(int(number) if number else None, [])
+        if not any(t.startswith(title) for t in titles):
+            problems.append(
+                f"{where}: {FACTS[nb]['stem']} has no such section "
+                f"(its §{number or ''} reads {titles})"
             )
+    for match in EXERCISE_REF.finditer(text):
+        nb = match.group(1) or context(text, match.start(), default)
+        number, title = int(match.group(2)), plain(match.group(3))
+        where = f"{name}:{line(match)}: {match.group(0)!r}"
+        if nb not in FACTS:
+            problems.append(f"{where} names no notebook")
+        elif not FACTS[nb]["exercises"].get(number, "\0").startswith(title):
+            problems.append(
+                f"{where}: {FACTS[nb]['stem']}'s Exercise {number} is "
+                f"{FACTS[nb]['exercises'].get(number)!r}"
+            )
+    for match in PAPER_REF.finditer(text):
+        if match.group(1) not in PAPER:
+            problems.append(f"{name}:{line(match)}: §{match.group(1)} is no section of the paper")
+    for match in BY_NUMBER.finditer(text):
+        problems.append(
+            f"{name}:{line(match)}: {match.group(0)!r} refers by number alone: "
+            'cite §N "Title" or Exercise K "title"'
+        )
     for match in NOTEBOOK.finditer(text):
         if match.group(1) not in FACTS:
-            problems.append(
-                f"{name}:{line_of(match.start()) + 1}: notebook {match.group(1)} does not exist"
-            )
-    return sorted(problems, key=lambda p: int(p.split(":")[1]))
+            problems.append(f"{name}:{line(match)}: notebook {match.group(1)} does not exist")
+    return problems
 
 
-def course_notebooks() -> list:
-    return [f["stem"] for f in FACTS.values() if "appendix" not in f["stem"]]
+def names() -> list:
+    return [p.stem for p in course_notebooks(NOTEBOOKS)]
 
 
 # --- the quizzes ----------------------------------------------------------------------------
 
 
 def test_one_quiz_per_course_notebook():
-    assert [p.stem for p in QUIZZES] == course_notebooks()
+    assert [p.stem for p in QUIZZES] == names()
 
 
 @pytest.mark.parametrize("path", QUIZZES, ids=lambda p: p.stem)
@@ -193,7 +171,7 @@ def test_quiz_has_5_to_8_questions_each_with_an_answer_and_a_reason(path):
     assert 5 <= len(quiz.questions) <= 8, f"{path.name}: {len(quiz.questions)} questions"
     for q in quiz.questions:
         assert len(q.text) > 20 and len(q.answer) > 20 and len(q.why) > 20, (path.name, q.number)
-        assert re.search(r"\bsections?\s+\d", q.why, re.I), (
+        assert SECTION_REF.search(q.why), (
             f"{path.name} Q{q.number}: the reason names no section of the notebook"
         )
 
@@ -262,58 +240,97 @@ def test_writing_names_a_broken_quiz(tmp_path, capsys):
 
 
 def material() -> list:
-    """(name, text, default notebook) of every file of the course material checked here."""
-    files = [(p.name, p.read_text(encoding="utf-8"), None) for p in (COURSE / n for n in PAGES)]
-    files += [(f"quizzes/{p.name}", p.read_text(encoding="utf-8"), p.stem[:2]) for p in QUIZZES]
+    """(name, text, default notebook) of every file of the course material."""
+    files = [(n, (COURSE / n).read_text(encoding="utf-8"), None) for n in PAGES]
+    files.append(
+        ("answer_notes.md", (COURSE / "answer_notes.md").read_text(encoding="utf-8"), None)
+    )
+    for folder in ("plans", "quizzes", "speaker_notes"):
+        for path in sorted((COURSE / folder).glob("*.md")):
+            own = path.stem[:2] if path.stem[:2].isdigit() else None
+            files.append((f"{folder}/{path.name}", path.read_text(encoding="utf-8"), own))
     return files
 
 
-@pytest.mark.parametrize(
-    "name,text,default",
-    material(),
-    ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "",
-)
-def test_every_section_exercise_and_notebook_named_exists(name, text, default):
+@pytest.mark.parametrize("name,text,default", material(), ids=[m[0] for m in material()])
+def test_every_reference_resolves_by_title(name, text, default):
     assert reference_problems(text, default, name) == []
 
 
-def test_reference_check_catches_what_does_not_exist():
-    text = (
-        "## 03 · Attention\nsee section 6 and section 7\n"
-        "## Elsewhere\nas in section 2\nnotebook 02, sections 9–11; notebook 12\n"
-        "exercise 9 of notebook 01\n- notebook 06: exercise 6 the model\n\nas notebook 05,\n"
-        "section 12 shows\n"
+def test_the_reference_check_catches_what_does_not_resolve():
+    facts = {
+        "03": {
+            "stem": "03_attention",
+            "exercises": {1: "a key mask from lengths"},
+            "headings": {5: ["masks"], None: ["summary", "exercises"]},
+        }
+    }
+    good = '§5 "Masks", 03 §5 "masks", § "Summary", Exercise 1 "a key mask", §3.2.1, notebook 03'
+    assert reference_problems(good, "03", "t.md", facts) == []
+    bad = (
+        '§5 "Masks"\n03 §4 "Masks" and §5 "Heads"\n03 Exercise 1 "a prefix"\n'
+        "§3.9, section 4, Exercise 2, cell 12, notebook 42\n"
     )
-    problems = reference_problems(text, None, "t.md")
+    problems = [p.split(":", 1)[1] for p in reference_problems(bad, None, "t.md", facts)]
     assert problems == [
-        "t.md:2: notebook 03 (03_attention) has no section 7",
-        "t.md:4: 'section 2' names no notebook",
-        "t.md:5: notebook 02 (02_positional_encoding) has no section 11",
-        "t.md:5: notebook 12 does not exist",
-        "t.md:6: notebook 01 (01_embedding) has no exercise 9",
-        "t.md:7: notebook 06 (06_decoder) has no exercise 6",
-        "t.md:9: notebook 05 (05_encoder) has no section 12",
+        "1: '§5 \"Masks\"' names no notebook",
+        "2: '03 §4 \"Masks\"': 03_attention has no such section (its §4 reads [])",
+        "2: '§5 \"Heads\"': 03_attention has no such section (its §5 reads ['masks'])",
+        "3: '03 Exercise 1 \"a prefix\"': 03_attention's Exercise 1 is 'a key mask from lengths'",
+        "4: §3.9 is no section of the paper",
+        '4: \'section 4\' refers by number alone: cite §N "Title" or Exercise K "title"',
+        '4: \'Exercise 2\' refers by number alone: cite §N "Title" or Exercise K "title"',
+        '4: \'cell 12\' refers by number alone: cite §N "Title" or Exercise K "title"',
+        "4: notebook 42 does not exist",
     ]
 
 
-@pytest.mark.parametrize(
-    "name,text,default",
-    material(),
-    ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "",
-)
-def test_paragraph_signs_are_the_papers_sections(name, text, default):
-    cited = re.findall(r"§\s?(\d+(?:\.\d+)*)", text)
-    assert sorted(set(cited) - PAPER) == [], f"{name}: not sections of the paper"
+# --- the lesson plans -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "name,text,default",
-    material(),
-    ids=lambda v: v if isinstance(v, str) and v.endswith(".md") else "",
-)
-def test_no_reference_outside_the_project(name, text, default):
-    outside = re.findall(r"learners?'?s?'? (?:notebook|mistake) \d+|\bshared/", text, re.I)
-    assert outside == []
+def minutes(clock: str) -> int:
+    hours, mins = clock.split(":")
+    return int(hours) * 60 + int(mins)
+
+
+def timeline(text: str) -> list:
+    """(start, minutes, row) of each timed table row."""
+    rows = []
+    for row in text.splitlines():
+        m = re.match(r"^\|\s*(\d{1,2}:\d\d)\s*\|\s*(\d+)\s*\|", row)
+        if m:
+            rows.append((minutes(m.group(1)), int(m.group(2)), row))
+    return rows
+
+
+@pytest.mark.parametrize("plan", sorted(p.name for p in PLANS.glob("*.md")))
+def test_a_plans_clock_adds_up(plan):
+    rows = timeline((PLANS / plan).read_text(encoding="utf-8"))
+    assert rows, f"{plan}: no timeline"
+    sessions = [[rows[0]]]
+    for row in rows[1:]:
+        if row[0] < sessions[-1][-1][0]:
+            sessions.append([])  # a second session starts at 0:00 again
+        sessions[-1].append(row)
+    for session in sessions:
+        for (start, length, row), (following, _, _) in zip(session, session[1:]):
+            assert start + length == following, (
+                f"{plan}: {row.strip()[:60]!r} ends at {start + length}, the next row "
+                f"starts at {following} (minutes)"
+            )
+    ends = [s[-1][0] + s[-1][1] - s[0][0] for s in sessions]
+    if plan == "course_1_day.md":
+        assert sessions[0][0][0] == minutes("09:00") and ends == [8 * 60]
+    elif plan == "course_2_sessions.md":
+        assert ends == [180, 180]
+    else:
+        assert ends == [90], f"{plan}: a 90-minute session lasts {ends} minutes"
+
+
+def test_one_plan_one_quiz_and_one_deck_of_notes_per_notebook():
+    for folder in ("plans", "quizzes", "speaker_notes"):
+        have = sorted(p.stem for p in (COURSE / folder).glob("[0-9][0-9]_*.md"))
+        assert have == names(), folder
 
 
 # --- the 50-minute lectures -----------------------------------------------------------------
@@ -326,7 +343,7 @@ def lecture_blocks() -> dict:
 
 
 def test_one_lecture_per_course_notebook():
-    assert [FACTS[nb]["stem"] for nb in lecture_blocks()] == course_notebooks()
+    assert [FACTS[nb]["stem"] for nb in lecture_blocks()] == names()
 
 
 @pytest.mark.parametrize("nb", sorted(lecture_blocks()))
@@ -338,7 +355,7 @@ def test_lecture_minutes_add_up_to_50(nb):
     for label in ("**Skip in class:**", "**In class:**", "**Homework:**"):
         assert label in block, f"notebook {nb}: no {label}"
     homework = block.split("**Homework:**")[1]
-    assert re.search(r"exercises? \d", homework), f"notebook {nb}: no exercise as homework"
+    assert EXERCISE_REF.search(homework), f"notebook {nb}: no exercise as homework"
 
 
 # --- the syllabus ---------------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""The printable PDF handouts of the kit (tools/handouts.py): one deck and one notebook printed
-by headless Chromium, then opened with a real PDF parser (pypdf). The deck has a page per
-slide, 1280 x 720 px; the notebook is on A4, several pages, its title on the first, its math
-typeset and its figures in. Like tests/test_slides.py, the browser test runs under ``CI=true``
-and elsewhere skips with a one-line install hint when Chromium is missing.
+"""The printable PDF handouts of the kit (tools/handouts.py): one deck and one students'
+notebook of the kit printed by headless Chromium, then opened with a real PDF parser (pypdf).
+The deck has a page per slide, 1280 x 720 px; the notebook is on A4, several pages, its title
+on the first, its math typeset and its figures in; no page of either shows an exercise's
+worked solution before the page that states the exercise. Like tests/test_slides.py, the
+browser test runs under ``CI=true`` and elsewhere skips with a one-line install hint when
+Chromium is missing.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from browser import chromium_path
-
+from kit_build import NOTEBOOKS, kit
+from test_slides import answer_lines, squeeze
 from tools import build_course, handouts
+from tools.kit_base import exercises, read_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,16 +37,32 @@ def printed(tmp_path_factory):
     """One deck and one notebook printed, as the kit prints them."""
     chromium_path()  # skip (or fail in CI) without a browser
     tmp = tmp_path_factory.mktemp("handouts")
-    notebook = ROOT / "notebooks" / f"{NAME}.ipynb"
-    counts = build_course.build_slides({NAME: build_course.read_notebook(notebook)}, tmp / "slides")
+    notebook = kit() / "student" / "notebooks" / f"{NAME}.ipynb"
+    readme = (kit() / "README.md").read_text(encoding="utf-8")
+    slides = int(readme.split(f"| `slides/{NAME}.slides.html` | ")[1].split(" ")[0])
     lines = []
     written = handouts.write_handouts(
         tmp / "handouts",
-        decks=[tmp / "slides" / f"{NAME}.slides.html"],
+        decks=[kit() / "slides" / f"{NAME}.slides.html"],
         notebooks=[notebook],
         log=lines.append,
     )
-    return {h.kind: h for h in written}, counts[NAME], notebook, lines
+    return {h.kind: h for h in written}, slides, notebook, lines
+
+
+def test_no_page_shows_an_answer_before_its_exercise(printed):
+    import pypdf
+
+    made, _, _, _ = printed
+    full = read_notebook(NOTEBOOKS / f"{NAME}.ipynb")
+    found = exercises(full, NAME)
+    for handout in made.values():
+        pages = [squeeze(page.extract_text()) for page in pypdf.PdfReader(handout.pdf).pages]
+        for ex in found:
+            stated = next(i for i, t in enumerate(pages) if f"Exercise{ex.number}—" in t)
+            before = "".join(pages[:stated]) + pages[stated].split(f"Exercise{ex.number}—")[0]
+            shown = [line for line in answer_lines(ex, full) if line in before]
+            assert not shown, f"{handout.pdf.name}, Exercise {ex.number}: {shown}"
 
 
 def test_the_deck_has_a_page_per_slide(printed):
@@ -108,7 +128,7 @@ def test_a_missing_browser_says_how_to_install_it_or_skip(tmp_path, monkeypatch)
 # --- the hook in the kit's build ---------------------------------------------------------------
 
 
-def test_the_kit_prints_every_deck_and_student_copy(tmp_path, monkeypatch):
+def test_the_kit_prints_every_deck_and_students_notebook(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(
         handouts,
@@ -148,7 +168,7 @@ def test_the_kit_without_a_browser_is_built_with_one_line(tmp_path, monkeypatch)
 def test_the_command_line_prints_handouts_unless_told_not_to(monkeypatch, tmp_path):
     asked = []
     monkeypatch.setattr(
-        build_course, "build", lambda out, make_handouts: asked.append(make_handouts)
+        build_course, "build", lambda out, make_handouts, notebooks: asked.append(make_handouts)
     )
     assert build_course.main(["--out", str(tmp_path / "kit")]) == 0
     assert build_course.main(["--out", str(tmp_path / "kit"), "--no-handouts"]) == 0

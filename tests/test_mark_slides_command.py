@@ -21,9 +21,10 @@ def run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_module_form_checks_a_marked_notebook_and_changes_nothing(tmp_path):
+def test_module_form_marks_a_notebook_then_checks_it_and_changes_nothing(tmp_path):
     copy = tmp_path / NOTEBOOK.name
     shutil.copy2(NOTEBOOK, copy)
+    assert run(str(copy)).returncode == 0  # marked by the rules, in place
     before = copy.read_bytes()
     done = run("--check", str(copy))
     assert done.returncode == 0, done.stderr

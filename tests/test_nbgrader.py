@@ -1,285 +1,262 @@
-"""The nbgrader version of the notebooks (tools/grading.py): nbgrader's own commands, run on it.
+"""Grading the students' notebooks with the kit's nbgrader course (tools/grading.py).
 
-Notebook 01 is built into a temporary course; ``nbgrader generate_assignment`` releases it, two
-submissions are made from the release (every answer right; one exercise that passes the visible
-check but not the hidden tests, one that the checker rejects, one right) and ``nbgrader
-autograde`` and ``nbgrader export`` score them: full marks, then 2 of 4; ``nbgrader
-generate_feedback`` writes the graded notebooks as HTML. The tests below the nbgrader ones build
-answer and test cells without nbgrader.
+Every notebook of the course, end to end: a student's notebook is the bundle's own
+``student/notebooks/NN_name.ipynb`` (nbgrader's students' version) with the worked solution
+typed into each answer cell except the first, which keeps its ``raise NotImplementedError()``;
+``nbgrader autograde`` runs it with the kit's ``grading/nbgrader_config.py`` and must give each
+right answer its points and the unanswered one none (partial marks; the totals of the graded
+cells, so a notebook whose answers are all right has full marks). To stay fast the student
+also tags ``autograde-skip`` (the tag the kit's course uses for the long runs of notebooks 07
+and 09) on every lesson cell that no exercise reads from, directly or through other cells,
+which the course honours, and on the unanswered exercise's check cell, which it must not
+honour (a check that does not run would score full marks).
+A notebook that cannot be graded (nbgrader's metadata gone) is refused with a message naming
+it, never scored zero in silence. The slow test (CI) grades every notebook whole: in minutes,
+not the length of a training run.
 """
 
 from __future__ import annotations
 
-import ast
 import copy
-import csv
 import json
-import os
-import subprocess
-import sys
+import re
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
+from kit_build import NOTEBOOKS, kit
 from tools import grading
+from tools.kit_base import course_notebooks, exercises, nbgrader, read_notebook, source
 
-ROOT = Path(__file__).resolve().parent.parent
-
-NAME = "01_embedding"
-BIN = Path(sys.executable).parent
-# what a student of the wrong submission wrote: Ex1 forgets to lower-case (the visible check
-# uses lower-case sentences only: the hidden tests catch it), Ex2 assigns the gradients instead
-# of summing them (a token used twice keeps only one of its gradients)
-WRONG = {
-    "exercise-1-answer": "\n".join(
-        [
-            "def encode_fixed(sentence, vocab, length):",
-            '    ids = [vocab["<s>"]] + [vocab.get(w, vocab["<unk>"]) for w in sentence.split()]',
-            '    ids = ids + [vocab["</s>"]]',
-            '    return torch.tensor(ids + [vocab["<pad>"]] * (length - len(ids)))',
-        ]
-    ),
-    "exercise-2-answer": "\n".join(
-        [
-            "def embedding_grad(ids, grad_out, V):",
-            "    grad = torch.zeros(V, grad_out.shape[-1], dtype=grad_out.dtype)",
-            "    grad[ids.reshape(-1)] = grad_out.reshape(-1, grad_out.shape[-1])",
-            "    return grad",
-        ]
-    ),
-}
+NAMES = [p.stem for p in course_notebooks(NOTEBOOKS)]
+SKIP = "autograde-skip"
+FULL_GRADING_SECONDS = 120  # one student's notebook, every cell the course runs
 
 
-def nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
-    """Run the nbgrader command line in the course folder (its alembic on the PATH, no user
-    configuration read)."""
-    env = {
-        **os.environ,
-        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "JUPYTER_CONFIG_DIR": str(course / ".jupyter"),
-        "OMP_NUM_THREADS": "1",
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
-        cwd=course,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stderr[-3000:]}"
-    return done
+def course_copy(tmp_path: Path) -> Path:
+    """The kit's nbgrader course, copied (grading changes its database)."""
+    course = tmp_path / "grading"
+    shutil.copytree(kit() / "grading", course)
+    return course
 
 
-def read(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
+def autograde(course: Path, name: str, student: str) -> dict:
+    """``nbgrader autograde NAME --student STUDENT`` in this process; returns nbgrader's result
+    (success, log) and each graded cell's (score, max score)."""
+    from nbgrader.api import Gradebook
+    from nbgrader.converters import Autograde
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.utils import capture_log
+
+    with grading.quiet_nbgrader(course):
+        config = grading.load_config(course)
+        coursedir = CourseDirectory(config=config)
+        coursedir.assignment_id, coursedir.student_id = name, student
+        result = capture_log(Autograde(coursedir=coursedir, config=config))
+        scores = {}
+        if result["success"]:
+            with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+                graded = gradebook.find_submission_notebook(name, name, student)
+                scores = {g.name: (g.score, g.max_score) for g in graded.grades}
+    return {**result, "scores": scores}
 
 
-def cells_by_id(nb: dict) -> dict:
-    return {
-        c["metadata"]["nbgrader"]["grade_id"]: c for c in nb["cells"] if "nbgrader" in c["metadata"]
-    }
-
-
-def text(cell: dict) -> str:
-    return grading.cell_text(cell)
-
-
-def submit(course: Path, student: str, release: dict, answers: dict) -> None:
-    nb = copy.deepcopy(release)
-    for grade_id, cell in cells_by_id(nb).items():
-        if grade_id in answers:
-            cell["source"] = answers[grade_id]
-    folder = course / "submitted" / student / NAME
+def submit(course: Path, name: str, student: str, nb: dict) -> None:
+    folder = course / "submitted" / student / name
     folder.mkdir(parents=True)
-    (folder / f"{NAME}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    (folder / f"{name}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """Notebook 01 built, released, submitted twice, autograded and exported."""
-    course = tmp_path_factory.mktemp("course")
-    points = grading.build(
-        {NAME: read(ROOT / "notebooks" / f"{NAME}.ipynb")}, course, log=lambda _: None
-    )
-    assert points == {NAME: 4}
-    nbgrader(course, "generate_assignment", NAME)
-    source = cells_by_id(read(course / "source" / NAME / f"{NAME}.ipynb"))
-    right = {
-        gid: "\n".join(line for line in text(c).split("\n") if "### " not in line)
-        for gid, c in source.items()
-        if c["metadata"]["nbgrader"]["solution"]
-    }
-    release = read(course / "release" / NAME / f"{NAME}.ipynb")
-    submit(course, "right", release, right)
-    submit(course, "wrong", release, {**right, **WRONG})
-    nbgrader(course, "autograde", NAME)
-    nbgrader(course, "export")
-    nbgrader(course, "generate_feedback", NAME)
-    with open(course / "grades.csv", newline="") as f:
-        scores = {
-            row["student_id"]: (float(row["score"]), float(row["max_score"]))
-            for row in csv.DictReader(f)
+def tagged(cell: dict) -> None:
+    tags = cell["metadata"].get("tags", [])
+    cell["metadata"]["tags"] = tags if SKIP in tags else tags + [SKIP]
+
+
+def names_in(code: str):
+    """(the names a cell defines at its top level, the names it reads from earlier cells)."""
+    import builtins
+    import symtable
+
+    try:
+        top = symtable.symtable(code, "cell", "exec")
+    except SyntaxError:  # a cell magic: neither
+        return set(), set()
+    defined = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()}
+    read, tables = set(), [top]
+    while tables:
+        table = tables.pop()
+        tables += table.get_children()
+        read |= {
+            s.get_name()
+            for s in table.get_symbols()
+            if s.is_referenced() and (s.is_global() or table is top)
         }
-    return course, scores
+    return defined, read - defined - set(dir(builtins))
 
 
-def test_source_version_marks_solutions_tests_and_points(course):
-    folder, _ = course
-    nb = read(folder / "source" / NAME / f"{NAME}.ipynb")
-    graded = cells_by_id(nb)
-    answers = [c for c in graded.values() if c["metadata"]["nbgrader"]["solution"]]
-    tests = [c for c in graded.values() if c["metadata"]["nbgrader"]["grade"]]
-    assert len(answers) == 3 and all(
-        grading.BEGIN in text(c) and grading.END in text(c) for c in answers
+def cells_the_exercises_need(nb: dict) -> set:
+    """The code cells an exercise's answer or check reads from, directly or through other
+    cells (by the names they define), the exercise cells and the first code cell."""
+    code = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"]
+    facts = {i: names_in(source(nb["cells"][i])) for i in code}
+    needed = {code[0]} | {i for i in code if nbgrader(nb["cells"][i])}
+    wanted = set().union(*(facts[i][1] for i in needed))
+    for i in reversed(code):
+        if i not in needed and facts[i][0] & wanted:
+            needed.add(i)
+            wanted |= facts[i][1]
+    return needed
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_bundle_notebook_is_graded_answer_by_answer(tmp_path, name):
+    found = exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name)
+    assert found, f"{name}: no exercise (nbgrader answer and check cells) to grade"
+    nb = read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb")
+    needed = cells_the_exercises_need(read_notebook(NOTEBOOKS / f"{name}.ipynb"))
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code" and i not in needed:
+            tagged(cell)  # what no exercise reads: not graded, skipped to keep the test fast
+    open_, *answered = found
+    for ex in answered:
+        nb["cells"][ex.answer_cell]["source"] = ex.solution  # typed in by the student
+    tagged(nb["cells"][open_.check_cell])  # must not spare the check of the stub
+    course = course_copy(tmp_path)
+    submit(course, name, "alice", nb)
+    start = time.perf_counter()
+    result = autograde(course, name, "alice")
+    assert result["success"], result.get("error") or result["log"][-3000:]
+    want = {f"{name[:2]}-ex{ex.number}-check": (ex.points, ex.points) for ex in answered}
+    want[f"{name[:2]}-ex{open_.number}-check"] = (0.0, open_.points)
+    assert result["scores"] == want
+    total = sum(score for score, _ in want.values())
+    print(
+        f"{name}: {total:g} of {sum(ex.points for ex in found):g} points in "
+        f"{time.perf_counter() - start:.1f} s"
     )
-    assert [c["metadata"]["nbgrader"]["points"] for c in tests] == [1, 1, 2]
-    assert all(c["metadata"]["nbgrader"]["locked"] for c in tests)
-    assert all(grading.BEGIN_HIDDEN in text(c) for c in tests)
-    assert "assert feedback.passed, str(feedback)" in text(tests[0])
-    assert not any(grading.is_solution(c) for c in nb["cells"])  # worked solutions left out
-    # the lesson's own ScaledEmbedding would answer Exercise 3: blanked as in the student copy
-    assert not any(
-        "class ScaledEmbedding" in text(c) or "getsource(TokenEmbedding)" in text(c)
-        for c in nb["cells"]
-    )
-    assert (folder / "source" / NAME / "images" / "transformer_architecture.svg").is_file()
-    assert "c.Execute.timeout = 900" in (folder / "nbgrader_config.py").read_text()
-    readme = (folder / "README.md").read_text(encoding="utf-8")
-    assert "nbgrader autograde 01_embedding" in readme
-    assert "| `01_embedding` | 3 | `MyEmbedding` | 2 | yes |" in readme
 
 
-def test_release_gives_the_stubs_back_without_hidden_tests(course):
-    folder, _ = course
-    release = cells_by_id(read(folder / "release" / NAME / f"{NAME}.ipynb"))
-    assert text(release["exercise-1-answer"]) == (
-        "def encode_fixed(sentence: str, vocab: dict, length: int) -> torch.Tensor:\n"
-        "    # YOUR CODE HERE\n    raise NotImplementedError()"
-    )
-    assert text(release["exercise-3-answer"]).count("raise NotImplementedError()") == 2
-    assert "super().__init__()" in text(release["exercise-3-answer"])
-    assert "nn.Embedding(" not in text(release["exercise-3-answer"])
-    for grade_id in ("exercise-1-tests", "exercise-2-tests", "exercise-3-tests"):
-        assert "check_" in text(release[grade_id])
-        assert "HIDDEN" not in text(release[grade_id]) and "_reference" not in text(
-            release[grade_id]
-        )
-
-
-def test_scores_full_for_right_answers_partial_for_wrong_ones(course):
-    _, scores = course
-    assert scores == {"right": (4.0, 4.0), "wrong": (2.0, 4.0)}
-
-
-def errors(folder: Path, student: str) -> dict:
-    nb = cells_by_id(read(folder / "autograded" / student / NAME / f"{NAME}.ipynb"))
-    return {
-        gid: "\n".join(
-            o.get("evalue", "") for o in c.get("outputs", []) if o["output_type"] == "error"
-        )
-        for gid, c in nb.items()
-    }
-
-
-def test_failed_tests_say_why(course):
-    folder, _ = course
-    wrong = errors(folder, "wrong")
-    # the checker's "not yet", with its diagnosis, is the failed test's message
+def test_a_notebook_that_cannot_be_graded_is_refused_with_a_message(tmp_path):
+    name = NAMES[0]
+    course = course_copy(tmp_path)
+    stripped = copy.deepcopy(read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb"))
+    for cell in stripped["cells"]:
+        cell["metadata"].pop("nbgrader", None)  # e.g. cells pasted into a new notebook
+    submit(course, name, "bob", stripped)
+    result = autograde(course, name, "bob")
+    assert not result["success"]
     assert (
-        "Exercise 2 (the embedding's gradient as a matrix product): not yet"
-        in wrong["exercise-2-tests"]
+        f"cannot grade submitted/bob/{name}/{name}.ipynb: it lacks the graded cells"
+        in (result["log"])
     )
-    assert "gets the SUM of their gradients" in wrong["exercise-2-tests"]
-    # the visible check passes; the hidden test, put back by autograde, fails and says why
-    assert "lower-cased" in wrong["exercise-1-tests"] and "not yet" not in wrong["exercise-1-tests"]
-    assert wrong["exercise-3-tests"] == ""
-    assert not any(errors(folder, "right").values())
-    feedback = (folder / "feedback" / "wrong" / NAME / f"{NAME}.html").read_text(encoding="utf-8")
-    assert "gets the SUM of their gradients" in feedback
+    assert f"{name[:2]}-ex1-answer" in result["log"] and f"{name[:2]}-ex1-check" in result["log"]
 
 
-# --- without nbgrader: how answer and test cells are made -----------------------------------
+def test_grading_readme_names_only_what_the_kit_holds():
+    folder = kit() / "grading"
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    code = " ".join(re.findall(r"```.*?```|`[^`\n]+`", readme, re.S))  # commands and names
+    named = {
+        token.rstrip("/")
+        for token in re.findall(r"(?<![\w/.])((?:\.\./)?[\w.*-]+(?:/[\w.*-]+)*/?)", code)
+        if ("/" in token or re.search(r"\.(txt|py|db|whl|md)$", token))
+        and not re.search(
+            r"NN_name|STUDENT|alice|^(downloaded|submitted|autograded|feedback|"
+            r"release|source)/|https?:|^\.venv|^[\d.]+$",
+            token,
+        )
+    }
+    assert {"requirements.txt", "../student/wheels/transformer_lib-*.whl"} <= named
+    missing = [p for p in sorted(named) if not list(folder.glob(p)) and not (kit() / p).exists()]
+    assert not missing, f"grading/README.md names what the kit does not hold: {missing}"
+    lines = (folder / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    assert "-r ../student/requirements.txt" in lines
+    assert any(line.startswith("nbgrader==0.9.") for line in lines)
+    for name in NAMES:
+        for ex in exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name):
+            assert f"| `{name}` | {ex.number} | {ex.title} |" in readme
 
-COURSE_NOTEBOOKS = sorted(
-    p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if "appendix" not in p.stem
-)
+
+def test_zip_collect_files_each_submission_where_autograde_looks(tmp_path):
+    import subprocess
+    import sys
+
+    name = NAMES[0]
+    course = course_copy(tmp_path)
+    archive = course / "downloaded" / name / "archive"
+    archive.mkdir(parents=True)
+    released = (kit() / "student" / "notebooks" / f"{name}.ipynb").read_bytes()
+    for file in (f"alice_{name}.ipynb", f"bob.smith_1234_5678_{name}.ipynb", "notes.ipynb"):
+        (archive / file).write_bytes(released)
+    with grading.quiet_nbgrader(course):
+        done = subprocess.run(
+            [sys.executable, "-m", "nbgrader", "zip_collect", name],
+            cwd=course,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    for student in ("alice", "bob.smith"):
+        assert (course / "submitted" / student / name / f"{name}.ipynb").read_bytes() == released
+    assert "notes.ipynb" in done.stderr  # the file that does not fit is named, and left out
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["alice", "bob.smith"]
 
 
-@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=lambda p: p.stem)
-def test_worked_solutions_pass_every_graded_test_hidden_ones_included(path):
-    """Each notebook's answer cells (the solutions, markers as comments) then its test cells,
-    run after the notebook's imports: every checker and every hidden test passes."""
-    nb = read(path)
-    source, graded = grading.source_notebook(nb, path.stem)
-    assert graded and all(g.stub_kept for g in graded)  # every stub keeps its signature
-    namespace: dict = {}
-    for cell in nb["cells"]:
-        try:
-            tree = ast.parse(text(cell)) if cell["cell_type"] == "code" else None
-        except SyntaxError:
-            continue
-        imports = [
-            n for n in getattr(tree, "body", []) if isinstance(n, (ast.Import, ast.ImportFrom))
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_grading_a_whole_notebook_takes_no_training_run(tmp_path, name):
+    course = course_copy(tmp_path)
+    nb = read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb")
+    for ex in exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name):
+        nb["cells"][ex.answer_cell]["source"] = ex.solution
+    submit(course, name, "carol", nb)
+    start = time.perf_counter()
+    result = autograde(course, name, "carol")
+    seconds = time.perf_counter() - start
+    assert result["success"], result.get("error") or result["log"][-3000:]
+    assert all(score == top for score, top in result["scores"].values()), result["scores"]
+    assert seconds < FULL_GRADING_SECONDS, (
+        f"{name}: grading one student took {seconds:.0f} s; tag the long cells {SKIP}"
+    )
+
+
+@pytest.mark.slow
+def test_the_grading_readmes_set_up_runs_from_the_kit_alone(tmp_path):
+    """The set-up block of grading/README.md, line by line, in a copy of the kit: pip finds
+    everything in the kit (the packages it does not ship come from this environment, through
+    a view of its site-packages, and no index is asked)."""
+    import os
+    import subprocess
+    import sys
+
+    from test_student_bundle import site_packages_without_transformer_lib
+
+    copy = tmp_path / "kit"
+    shutil.copytree(kit(), copy, ignore=shutil.ignore_patterns("instructor", "slides", "*.zip"))
+    folder = copy / "grading"
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## 1. Set up")[1].split("```bash")[1].split("```")[0]
+    lines = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert lines[0] == "python3 -m venv .venv" and lines[1] == "source .venv/bin/activate"
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(copy / "student" / "wheels"))
+    # its first line, without the venv's own pip and setuptools: they come from the view
+    done = subprocess.run([sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=folder)
+    assert done.returncode == 0
+    site = next((folder / ".venv").glob("lib/python3*/site-packages"))
+    (site / "outside.pth").write_text(str(site_packages_without_transformer_lib(tmp_path)) + "\n")
+    script = "\n".join(
+        [
+            "set -e",
+            *lines[1:],
+            "python -m nbgrader --version",
+            "python -c 'import transformer_lib.exercises'",
         ]
-        exec(compile(ast.Module(imports, []), str(path), "exec"), namespace)
-    ran = []
-    for cell in source["cells"]:
-        if "nbgrader" in cell["metadata"]:
-            exec(text(cell), namespace)
-            ran.append(cell["metadata"]["nbgrader"]["grade_id"])
-    assert len(ran) == 2 * len(graded)
-    assert sum(grading.BEGIN_HIDDEN in text(c) for c in source["cells"]) == len(graded)
-
-
-def test_answer_keeps_the_stub_shape_and_hides_extra_methods():
-    stub = (
-        "class Net(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
-        "        raise NotImplementedError\n\n    def forward(self, x):\n"
-        "        raise NotImplementedError"
     )
-    solution = (
-        "class Net(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
-        "        self.w = nn.Linear(d, d)\n\n    def helper(self, x):\n        return x\n\n"
-        "    def forward(self, x):\n        return self.helper(self.w(x))"
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True, timeout=600
     )
-    answer, kept = grading.answer_source(stub, solution)
-    assert kept
-    assert answer.split("\n")[:5] == [
-        "class Net(nn.Module):",
-        "    def __init__(self, d):",
-        "        super().__init__()",
-        "        ### BEGIN SOLUTION",
-        "        self.w = nn.Linear(d, d)",
-    ]
-    # the extra method lies inside the first region: the release does not show it
-    assert answer.index("def helper") < answer.index("### END SOLUTION")
-
-
-def test_answer_falls_back_to_the_stub_as_a_comment():
-    stub = "def f(x):\n    raise NotImplementedError"
-    solution = "def g(x):\n    return x\n\n\ndef f(x):\n    return g(x)"  # helper first
-    answer, kept = grading.answer_source(stub, solution)
-    assert not kept
-    assert answer.startswith("# Write the following (replace the `raise`):\n#     def f(x):")
-    assert answer.endswith(f"{grading.BEGIN}\n{solution}\n{grading.END}")
-
-
-def test_check_cell_becomes_an_assertion_with_the_feedback():
-    check = "from m import check_thing\n\nprint(check_thing(my_thing))"
-    test, names = grading.test_source(check)
-    assert names == ["check_thing"]
-    assert test == (
-        "from m import check_thing\n\nfeedback = check_thing(my_thing)\n"
-        "assert feedback.passed, str(feedback)\nprint(feedback)"
-    )
-
-
-def test_build_refuses_a_folder_that_is_not_empty(tmp_path):
-    (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(
-        grading.GradingError,
-        match=r"is not empty; the graded version is "
-        r"written into a new folder",
-    ):
-        grading.build({}, tmp_path, log=lambda _: None)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (site / "transformer_lib").is_dir() and "0.9.6" in done.stdout

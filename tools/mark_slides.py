@@ -46,6 +46,7 @@ from tools.slide_rules import (  # noqa: F401
 )
 from tools.slide_screen import (  # noqa: F401
     CODE_WRAP,
+    HEADING,
     SCREEN,
     code_lines,
     figure_height,
@@ -90,28 +91,39 @@ def screen_height(cell: dict) -> float:
 
 
 def fit(
-    kind: str, h: float, needed: float, caption: bool, used: float, heatmap: bool
+    kind: str,
+    h: float,
+    needed: float,
+    caption: bool,
+    used: float,
+    heatmap: bool,
+    heading: float = 0.0,
 ) -> Tuple[str, float]:
     """A cell's type on the screen budget and the screen height used after it: ``h`` is its
-    own height, ``needed`` with the code it leads into, ``used`` the screen's so far."""
+    own height, ``needed`` with the code it leads into, ``used`` the screen's so far;
+    ``heading``: the height of the heading a screen it opens gets (the decks' "continued")."""
     if kind in ("-", "fragment") and heatmap and used > 0:
         kind = "subslide"  # a heatmap has the screen to itself
     if kind in ("slide", "subslide"):
-        return kind, h
+        return kind, h + heading
     if kind not in ("-", "fragment"):
         return kind, used
     if (not caption or used + needed > SCREEN * 1.1) and used > 0 and used + needed > SCREEN:
-        return "subslide", h  # the screen is full: continue on a new one
+        return "subslide", h + heading  # the screen is full: continue on a new one
     return kind, used + h
 
 
 def slide_types(
-    nb: dict, overrides: Sequence[dict] = (), forced: Optional[Dict[int, str]] = None
+    nb: dict,
+    overrides: Sequence[dict] = (),
+    forced: Optional[Dict[int, str]] = None,
+    own_screens: bool = False,
 ) -> List[str]:
     """The slide type of every cell of ``nb``: rules, then overrides, then screen budget.
 
     ``forced`` maps the indices of continuation pieces (cut by the deck's build) to their
-    type; a piece after a skipped or noted one is skipped or noted with it."""
+    type; a piece after a skipped or noted one is skipped or noted with it. A grid of
+    heatmaps has a screen of its own; with ``own_screens`` (the decks), every figure does."""
     cells = nb["cells"]
     ruled = with_forced(ruled_types(nb, overrides), forced)
     types: List[str] = []
@@ -130,7 +142,10 @@ def slide_types(
             if nxt is not None and ruled[nxt] != "skip" and not caption
             else 0
         )
-        kind, used = fit(kind, h, needed, caption, used, is_heatmap(cell))
+        alone = has_figure(cell) if own_screens else is_heatmap(cell)
+        opens = cell["cell_type"] == "markdown" and text.startswith("#")
+        extra = HEADING[3] if own_screens and not opens else 0.0
+        kind, used = fit(kind, h, needed, caption, used, alone, extra)
         if kind not in ("skip", "notes"):
             after_figure = has_figure(cell)
         types.append(kind)

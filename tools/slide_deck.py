@@ -6,12 +6,14 @@ notebook itself):
 
 - a markdown cell whose ``## `` or ``### `` heading sits mid-cell is split at the heading, so
   a section opens its own slide instead of with the last paragraph of the section before;
+- a figure has a screen of its own, shown without its code (what its cell prints after it
+  goes to the next screen), so that it can be drawn large;
 - a markdown screen taller than a slide is split at paragraphs into continuation slides, and
-  a code cell taller than a slide shows the rest of its output on the next; a cell with
-  several figures shows one a screen, and a grid of heatmaps too tall for the slide's width
-  is cut in two (``tools/slide_pieces.py``);
+  a code cell taller than a slide shows the rest of its output on the next
+  (``tools/slide_pieces.py``);
 - the opening cell's **Time** paragraph (reading and run times) goes to the speaker notes;
 - an explorer (a live widget, blank on a slide) becomes one line pointing to the notebook;
+- every screen opens with a heading: one that would not gets its section's, "(continued)";
 - every section gets its authored speaker notes from ``course/speaker_notes/NN_name.md``
   (``## heading`` as in the notebook, then the note), shown by the speaker view (key S);
 - the cells are marked again by the rules (so that the pieces get their own marks), with
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from tools import mark_slides
-from tools.slide_pieces import figure_pieces, output_pieces, piece, split_tall_heatmaps
+from tools.slide_pieces import figure_pieces, output_pieces, piece
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTES = ROOT / "course" / "speaker_notes"
@@ -155,7 +157,7 @@ def split_cells(cells: List[dict]) -> Tuple[List[dict], Dict[int, str]]:
             out.extend(note)
             continue
         if cell["cell_type"] != "markdown":
-            parts = [p for f in figure_pieces(split_tall_heatmaps(cell)) for p in output_pieces(f)]
+            parts = [p for f in figure_pieces(cell) for p in output_pieces(f)]
             for n, part in enumerate(parts):
                 if n:
                     forced[len(out)] = "subslide"
@@ -221,6 +223,9 @@ def prepare(nb: dict, name: str) -> dict:
     """A copy of ``nb`` ready for the deck: split, explorers replaced, notes attached, marked."""
     nb = copy.deepcopy(nb)
     cells = [explorer_line(c, name) or c for c in nb["cells"]]
+    for cell in cells:  # a figure is shown without its code, as large as its screen allows
+        if cell["cell_type"] == "code" and mark_slides.has_figure(cell):
+            cell["metadata"]["transient"] = {"remove_source": True}
     cells, forced = split_cells(cells)
     seen = set()
     for index, cell in enumerate(cells):  # the pieces' ids unique again
@@ -229,13 +234,37 @@ def prepare(nb: dict, name: str) -> dict:
         seen.add(cell.get("id"))
     nb["cells"] = cells
     overrides = mark_slides.load_overrides().get(name, ())
-    for cell, kind in zip(cells, mark_slides.slide_types(nb, overrides, forced)):
+    kinds = mark_slides.slide_types(nb, overrides, forced, own_screens=True)
+    for cell, kind in zip(cells, kinds):
         cell.setdefault("metadata", {})["slideshow"] = {"slide_type": kind}
         if mark_slides.hides_source(cell) and kind not in ("skip", "notes"):
             cell["metadata"]["transient"] = {"remove_source": True}
-        if mark_slides.is_heatmap(cell):
-            cell["metadata"]["tags"] = cell["metadata"].get("tags", []) + ["slide-heatmap"]
     path = notes_path(name)
     notes = read_notes(path) if path.exists() else {}
-    nb["cells"] = with_notes(cells, notes)
+    nb["cells"] = with_notes(with_headings(cells), notes)
     return nb
+
+
+def with_headings(cells: List[dict]) -> List[dict]:
+    """Every screen opens with a heading: one that does not (code, a figure, a continued
+    paragraph) gets the heading of its section, marked "(continued)"."""
+    out: List[dict] = []
+    current = ""
+    for cell in cells:
+        kind = cell.get("metadata", {}).get("slideshow", {}).get("slide_type")
+        first = mark_slides.source(cell).lstrip().split("\n")[0]
+        heading = SECTION.match(first) if cell["cell_type"] == "markdown" else None
+        if kind in ("slide", "subslide") and heading is None and current:
+            cell["metadata"]["slideshow"] = {"slide_type": "-"}
+            out.append(
+                {
+                    "cell_type": "markdown",
+                    "id": f"{cell.get('id', 'cell')[:50]}-heading",
+                    "metadata": {"slideshow": {"slide_type": kind}},
+                    "source": f"### {current} (continued)",
+                }
+            )
+        if heading is not None and kind not in ("skip", "notes"):
+            current = heading.group(2).removesuffix(" (continued)")
+        out.append(cell)
+    return out

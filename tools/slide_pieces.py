@@ -1,13 +1,11 @@
-"""Code cells cut for the slides (used by tools/slide_deck.py): one cell per figure, a
-printout taller than a slide continued on the next, and a grid of heatmaps too tall for the
-slide's width cut in two between rows of panels.
+"""Code cells cut for the slides (used by tools/slide_deck.py): one cell per figure and per
+run of printed text between figures, and a printout taller than a slide continued on the next.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from tools import mark_slides
 
@@ -20,80 +18,15 @@ def piece(cell: dict, text: str, k: int) -> dict:
     return new
 
 
-def panel_bands(gray) -> List[Tuple[int, int]]:
-    """The rows of a figure's image (a 2-D array, 0 = black) that hold a row of heatmap
-    panels: runs of rows that are mostly coloured."""
-    dark = (gray < 200).mean(axis=1) > 0.3
-    bands, start = [], None
-    for y, is_dark in enumerate(list(dark) + [False]):
-        if is_dark and start is None:
-            start = y
-        elif not is_dark and start is not None:
-            bands.append((start, y))
-            start = None
-    return bands
-
-
-def halves(png: bytes) -> Optional[Tuple[bytes, bytes]]:
-    """A grid of heatmaps too tall for the slide's width as its top and bottom halves,
-    cut between two rows of panels; the top half gets the axis labels of the bottom."""
-    import io
-
-    import numpy as np
-    from PIL import Image
-
-    image = Image.open(io.BytesIO(png)).convert("RGB")
-    pixels = np.asarray(image)
-    bands = panel_bands(pixels.mean(axis=2))
-    if len(bands) < 2:
-        return None
-    middle = pixels.shape[0] / 2
-    k = min(range(len(bands) - 1), key=lambda i: abs(bands[i][1] - middle))
-    cut = bands[k][1] + (bands[k + 1][0] - bands[k][1]) // 4  # below the tick marks
-    labels = pixels[bands[-1][1] :]
-    parts = (np.concatenate((pixels[:cut], labels)), pixels[cut:])
-
-    def encode(array) -> bytes:
-        buffer = io.BytesIO()
-        Image.fromarray(array).save(buffer, format="PNG")
-        return buffer.getvalue()
-
-    return encode(parts[0]), encode(parts[1])
-
-
-def split_tall_heatmaps(cell: dict) -> dict:
-    """A heatmap cell whose grid is taller than 3/4 of its width, each such figure cut into
-    two halves (shown on two screens, each as wide as the slide)."""
-    if not mark_slides.is_heatmap(cell):
-        return cell
-    outputs = []
-    for out in cell.get("outputs", []):
-        size = mark_slides.figure_size(out)
-        cut = (
-            halves(base64.b64decode(out["data"]["image/png"]))
-            if size and size[1] > 0.75 * size[0]
-            else None
-        )
-        for png in cut or [None]:
-            new = copy.deepcopy(out)
-            if png is not None:
-                new["data"]["image/png"] = base64.b64encode(png).decode("ascii")
-                new["metadata"] = {}
-            outputs.append(new)
-    cell = copy.deepcopy(cell)
-    cell["outputs"] = outputs
-    return cell
-
-
 def figure_pieces(cell: dict) -> List[dict]:
-    """A code cell with several figures as one cell per figure (each with the text printed
-    before it); the pieces after the first show no code."""
+    """A code cell with figures as one cell per figure, and one per run of what it prints
+    between them (so that a figure has its screen to itself); the pieces after the first show
+    no code."""
     groups: List[list] = [[]]
     for out in cell.get("outputs", []):
-        if any(
-            k in out.get("data", {}) for k in ("image/png", "image/svg+xml", "image/jpeg")
-        ) and any(mark_slides.has_figure({"outputs": [o]}) for o in groups[-1]):
-            groups.append([])
+        figure = mark_slides.has_figure({"outputs": [out]})
+        if groups[-1] and (figure or mark_slides.has_figure({"outputs": groups[-1]})):
+            groups.append([])  # a figure starts a piece of its own, and ends it
         groups[-1].append(out)
     if len(groups) == 1:
         return [cell]

@@ -25,8 +25,7 @@ comes from rules on each cell's content, then per-notebook overrides from
 - **notes** (the speaker view, key S): long prose without a heading;
 - **skip**: imports, cells printing a module's source or other long output, long code
   without a figure (and a short lead-in ending in ":" before such a cell when what it
-  introduces cannot be shown), the exercises' stub and check cells and every worked
-  solution (tag ``solution``).
+  introduces cannot be shown), and the exercises' answer and check cells (nbgrader's cells).
 
 An override fixes a cell's type; the screen budget may still move a shown cell to a new screen.
 """
@@ -72,11 +71,13 @@ def headings(text: str, level: int) -> List[str]:
 def rule(cell: dict, index: int, in_exercises: bool) -> str:
     """The slide type the rules give one cell (before overrides and screen budget)."""
     text = source(cell).strip()
-    if "solution" in cell.get("metadata", {}).get("tags", []):
-        return "skip"
+    if cell["cell_type"] == "code" and cell.get("metadata", {}).get("nbgrader"):
+        return "skip"  # an exercise's answer or check: done in the notebook
     if cell["cell_type"] == "markdown":
         if index == 0 or headings(text, 1) or headings(text, 2):
             return "slide"
+        if text.startswith("**Exercise"):
+            return "subslide"  # a statement is shown, however long
         if (text.startswith("### ") or BOLD_SUBSLIDE.match(text)) and not in_exercises:
             return "subslide"
         return "notes" if len(text) > MAX_PROSE_CHARS else "-"
@@ -148,7 +149,7 @@ def introduced(cell: dict, follower: dict, in_exercises: bool) -> bool:
         or cell["cell_type"] != "markdown"
         or follower["cell_type"] != "code"
         or not announces(source(cell))
-        or "solution" in follower.get("metadata", {}).get("tags", [])
+        or follower.get("metadata", {}).get("nbgrader")
     ):
         return False
     text = source(follower)

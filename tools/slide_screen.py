@@ -14,7 +14,7 @@ from typing import Optional
 
 # The deck is 1280 x 720 CSS pixels (course/templates/course_reveal): 22 px prose, 18 px code.
 # Heights are estimated in pixels, a little generously, so that a screen never overflows.
-SCREEN = 640  # pixels of content on one screen (720 less the padding and a margin)
+SCREEN = 620  # pixels of content on one screen (720 less the padding and a margin)
 PROSE_LINE = 31  # one line of prose (22 px type, line height 1.4)
 CODE_LINE = 24  # one line of code or of printed output (18 px type)
 HEADING = {1: 64, 2: 56, 3: 46, 4: 40}  # a heading line with its margins
@@ -62,7 +62,13 @@ def output_lines(cell: dict, wrap: int = 0) -> int:
 
 
 def figure_size(out: dict) -> Optional[tuple]:
-    """(width, height) in pixels of an output's PNG figure, None if it has none."""
+    """(width, height) in pixels of an output's PNG or SVG figure, None if it has none."""
+    svg = out.get("data", {}).get("image/svg+xml")
+    if svg:
+        head = "".join(svg)[:2000]
+        size = [re.search(rf'<svg[^>]*\s{a}="([\d.]+)(pt|px)?"', head) for a in ("width", "height")]
+        if all(size):
+            return tuple(float(m.group(1)) * (4 / 3 if m.group(2) == "pt" else 1) for m in size)
     data = out.get("data", {}).get("image/png")
     if not data:
         return None
@@ -78,7 +84,7 @@ def figure_height(cell: dict) -> float:
         if size:
             width, high = size
             total += min(FIGURE_MAX, high * min(1.0, SLIDE_WIDTH / max(width, 1)))
-        elif "image/svg+xml" in out.get("data", {}) or "image/jpeg" in out.get("data", {}):
+        elif "image/jpeg" in out.get("data", {}):
             total += FIGURE
     return total
 

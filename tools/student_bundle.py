@@ -1,8 +1,9 @@
 """The student bundle of the teaching kit: a folder (and a .zip of it) that a student can set up
 on any laptop without the repository.
 
-``tools/build_course.py`` writes the student notebooks, images and checkpoints into
-``student/``; :func:`complete` adds what makes that folder self-contained:
+:func:`build` writes nbgrader's students' version of the notebooks (``tools/grading.py``), the
+images and the shipped checkpoints into ``student/``, and what makes that folder
+self-contained:
 
 - ``wheels/transformer_lib-VERSION-py3-none-any.whl``: the package, built offline from this
   repository (``pip wheel --no-deps --no-build-isolation --no-index``);
@@ -23,7 +24,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE_NAME = "transformer-series-student"
@@ -131,14 +132,24 @@ def build_wheel(dest: Path) -> Path:
 
 
 def start_here(wheel: str, corpus: str, torch: str) -> str:
-    text = (
-        Path(__file__).resolve().parent.parent / "course" / "templates" / "START_HERE.md"
-    ).read_text(encoding="utf-8")
+    text = (ROOT / "course" / "templates" / "START_HERE.md").read_text(encoding="utf-8")
     return text.replace("{WHEEL}", wheel).replace("{CORPUS}", corpus).replace("{TORCH}", torch)
 
 
-def complete(student: Path) -> List[str]:
-    """Make ``student/`` self-contained; return the names of the files added."""
+def build(student: Path, released: Dict[str, Path], extra: Sequence[Path] = ()) -> List[str]:
+    """Write the bundle into ``student`` (made): ``notebooks/`` holds nbgrader's students'
+    version of each notebook (``released``, copied byte for byte) and the ``extra`` notebooks
+    (the appendices, which have no exercises), beside ``images/``, ``checkpoints/``, the wheel,
+    the pinned requirements, ``start.py`` and ``START_HERE.md``. Returns the files added."""
+    (student / "notebooks").mkdir(parents=True)
+    for name, path in released.items():
+        shutil.copy2(path, student / "notebooks" / f"{name}.ipynb")
+    for path in extra:
+        shutil.copy2(path, student / "notebooks" / path.name)
+    shutil.copytree(ROOT / "images", student / "images")
+    (student / "checkpoints").mkdir()
+    for ckpt in [*(ROOT / "checkpoints").glob("*.pt"), ROOT / "checkpoints" / "README.md"]:
+        shutil.copy2(ckpt, student / "checkpoints" / ckpt.name)
     wheel = build_wheel(student / "wheels")
     reqs = requirements()
     (student / "requirements.txt").write_text(reqs, encoding="utf-8")

