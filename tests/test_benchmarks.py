@@ -23,6 +23,7 @@ SCRIPTS = {  # script -> what its table must show
     "profile_step": ["Training step profile", "matmul", "optimizer (Adam)"],
     "padding": ["packed speed-up", "length-sorted (token_batches)"],
     "score_translation": ["| copy the source |", "| greedy |", "| beam 4, alpha 0.6 |"],
+    "capstone_run": ["training s", "last loss", "test exact match"],
 }
 if shutil.which("c++"):  # the compiled kernels row, and Inductor, where they can be built
     SCRIPTS["train_throughput"].append("+ compiled kernels")

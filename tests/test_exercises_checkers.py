@@ -13,7 +13,7 @@ import transformer_lib.exercises as exercises
 MODULES = [
     importlib.import_module(f"transformer_lib.exercises.{m.name}")
     for m in pkgutil.iter_modules(exercises.__path__)
-    if m.name.startswith("ex")
+    if m.name.startswith("ex") or m.name == "capstone"
 ]
 CHECKS = [
     (m.__name__.split(".")[-1], name, pair) for m in MODULES for name, pair in m.CHECKS.items()
