@@ -18,7 +18,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -31,15 +31,20 @@ from transformer_lib.tokenizers import CharTokenizer
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "10_capstone.ipynb"
 
 
-def worked_solution() -> dict:
-    """The notebook's answer cells, run as the notebook runs them: MyTransformer, my_train."""
+def worked_solution(changes: Sequence[Tuple[str, str]] = ()) -> dict:
+    """The notebook's answer cells, run as the notebook runs them: MyTransformer, my_train.
+    ``changes``: (old, new) replacements in their source, e.g. a typical mistake put in."""
     cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    answers = [
+    source = "\n\n".join(
         "".join(c["source"])
         for c in cells
         if c["metadata"].get("nbgrader", {}).get("solution")
         and not c["metadata"]["nbgrader"].get("grade")
-    ]
+    )
+    for old, new in changes:
+        if old not in source:
+            raise ValueError(f"the worked solution holds no {old!r}")
+        source = source.replace(old, new)
     namespace = {
         "torch": torch,
         "nn": nn,
@@ -47,7 +52,7 @@ def worked_solution() -> dict:
         "itertools": itertools,
         "token_batches": token_batches,
     }
-    exec(compile("\n\n".join(answers), str(NOTEBOOK), "exec"), namespace)
+    exec(compile(source, str(NOTEBOOK), "exec"), namespace)
     return namespace
 
 

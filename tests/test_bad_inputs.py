@@ -26,6 +26,8 @@ from transformer_lib.search import beam_search, greedy_decode, translate
 from transformer_lib.tokenizers import BPETokenizer, CharTokenizer, tokenizer_from_dict
 from transformer_lib.training import LabelSmoothingLoss, TrainConfig, Trainer, noam_lr
 
+from test_cli import usage_error
+
 C = TransformerConfig.tiny(20, P_drop=0.0, max_len=16)  # d_model 32, h 4, N 2
 torch.manual_seed(0)
 MODEL = Transformer(C).eval()
@@ -386,15 +388,6 @@ def no_training(monkeypatch):
     monkeypatch.setattr(Trainer, "fit", lambda self: pytest.fail("trained"))
 
 
-def usage_line(capsys, main, argv) -> str:
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err.strip().splitlines()[-1]
-
-
 TRAIN = [  # flags, what the usage line names
     (["--lr-factor", "nan"], "--lr-factor.*finite"),
     (["--max-tokens", "1"], "--max-tokens.*at least"),
@@ -416,16 +409,16 @@ TRAIN = [  # flags, what the usage line names
 def test_train_refuses_bad_flags_in_one_usage_line(
     tmp_path, capsys, no_training, tiny_dates, flags, match
 ):
-    line = usage_line(capsys, train_cli.main, [*tiny_dates, *flags, "--out", str(tmp_path / "r")])
+    line = usage_error(capsys, train_cli.main, [*tiny_dates, *flags, "--out", str(tmp_path / "r")])
     assert re.search(match, line), line
 
 
 def test_train_refuses_a_train_file_it_cannot_read(tmp_path, capsys, no_training):
     (tmp_path / "bad.tsv").write_text("a\tb\nno tab\n")
     argv = ["--train-file", str(tmp_path / "bad.tsv"), "--valid-file", str(tmp_path / "bad.tsv")]
-    line = usage_line(capsys, train_cli.main, [*argv, "--out", str(tmp_path / "r")])
+    line = usage_error(capsys, train_cli.main, [*argv, "--out", str(tmp_path / "r")])
     assert "--train-file" in line and "line 2" in line
-    line = usage_line(capsys, train_cli.main, ["--train-file", "none.tsv", "--out", "r"])
+    line = usage_error(capsys, train_cli.main, ["--train-file", "none.tsv", "--out", "r"])
     assert "--train-file" in line and "none.tsv" in line
 
 
@@ -441,19 +434,19 @@ TRANSLATE = [
 def test_translate_refuses_bad_flags_in_one_usage_line(capsys, monkeypatch, flags, match):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"5 March 2021\n")))
     argv = ["--checkpoint", str(shipped_checkpoint("dates")), *flags]
-    assert re.search(match, usage_line(capsys, translate_cli.main, argv))
+    assert re.search(match, usage_error(capsys, translate_cli.main, argv))
 
 
 def test_translate_and_export_name_a_checkpoint_that_is_missing_or_not_one(tmp_path, capsys):
     (tmp_path / "x.pt").write_text("not a checkpoint")
     for path in ("missing.pt", str(tmp_path / "x.pt")):
-        line = usage_line(capsys, translate_cli.main, ["--checkpoint", path])
+        line = usage_error(capsys, translate_cli.main, ["--checkpoint", path])
         assert "--checkpoint" in line and path.split("/")[-1] in line
-        line = usage_line(capsys, export_cli.main, [path, str(tmp_path / "out.pt")])
+        line = usage_error(capsys, export_cli.main, [path, str(tmp_path / "out.pt")])
         assert path.split("/")[-1] in line
-    line = usage_line(capsys, corpus.main, ["bible-en-fr", "--out", str(tmp_path / "x.pt")])
+    line = usage_error(capsys, corpus.main, ["bible-en-fr", "--out", str(tmp_path / "x.pt")])
     assert "--out" in line and "file" in line
-    assert "--max-words" in usage_line(
+    assert "--max-words" in usage_error(
         capsys, corpus.main, ["bible-en-fr", "--out", "o", "--max-words", "0"]
     )
 
@@ -465,5 +458,5 @@ def test_train_refuses_bf16_where_the_cpu_would_emulate_it(
 
     monkeypatch.setattr(training, "bf16_problem", lambda device: "this CPU has no native bfloat16")
     argv = [*tiny_dates, "--bf16", "--device", "cpu", "--out", str(tmp_path)]
-    line = usage_line(capsys, train_cli.main, argv)
+    line = usage_error(capsys, train_cli.main, argv)
     assert "--bf16" in line and "no native bfloat16" in line

@@ -2,44 +2,22 @@
 checks through the adapter and learns; typical wrong models and loops are refused, each with
 its mistake named."""
 
-import itertools
-import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
-from transformer_lib.batching import encode_pairs, token_batches
+from transformer_lib.batching import encode_pairs
 from transformer_lib.dates import make_date_splits
 from transformer_lib.exercises import capstone
 from transformer_lib.tokenizers import CharTokenizer
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "10_capstone.ipynb"
-
-
-def answer_source(grade_id):
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
-    (cell,) = [c for c in cells if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id]
-    return "".join(cell["source"])
+from capstone_run import worked_solution
 
 
 def solution(**changes):
     """The notebook's worked solution, run as a learner's cell; ``changes`` replace text in it."""
-    source = answer_source("10-ex1-answer") + "\n\n" + answer_source("10-ex2-answer")
-    for old, new in changes.values():
-        assert old in source, old
-        source = source.replace(old, new)
-    namespace = {
-        "torch": torch,
-        "nn": nn,
-        "math": math,
-        "itertools": itertools,
-        "token_batches": token_batches,
-    }
-    exec(compile(source, str(NOTEBOOK), "exec"), namespace)
-    return namespace
+    return worked_solution(changes.values())
 
 
 @pytest.fixture(scope="module")

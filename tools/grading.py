@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List
 
-from tools.kit_base import COURSE, BuildError, Exercise, dumps, exercises, nbgrader
+from tools.kit_base import COURSE, BuildError, Exercise, exercises, nbgrader
+from tools.mark_slides import dumps
 from tools.student_bundle import pins
 
 TEMPLATES = COURSE / "templates" / "grading"

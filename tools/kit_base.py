@@ -45,11 +45,6 @@ def read_notebook(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def dumps(nb: dict) -> str:
-    """A notebook as nbformat writes it: indent 1, sorted keys, a trailing newline."""
-    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def course_notebooks(folder: Path = NOTEBOOKS) -> List[Path]:
     """The notebooks a course teaches: the series, without its appendices (engineering
     material for the curious, with no exercises)."""

@@ -178,10 +178,6 @@ def count_slides(nb: dict) -> int:
     )
 
 
-def is_marked(nb: dict) -> bool:
-    return any("slideshow" in c.get("metadata", {}) for c in nb["cells"])
-
-
 def dumps(nb: dict) -> str:
     """The notebook as nbformat writes it: indent 1, sorted keys, a trailing newline."""
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"

@@ -137,9 +137,6 @@ class MultiHeadAttention(nn.Module):
         check_sequence(x, "x", self.d_model, dtype=dtype)
         if memory is not None:
             check_sequence(memory, "memory", self.d_model, batch=x.shape[0], dtype=dtype)
-        if cache and cache["k"].shape[0] != x.shape[0]:
-            raise ValueError(f"cache holds keys of a batch of {cache['k'].shape[0]}, x one of "
-                             f"{x.shape[0]}: start each new batch with an empty cache")
         q, k, v = self.project(x, memory, cache)
         B, H, T, S = q.shape[0], self.h, q.shape[2], k.shape[2]
         check_mask(mask, "mask", (B, H, T, S))
