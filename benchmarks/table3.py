@@ -7,6 +7,7 @@ and beam-4 translations, parameters.
     python benchmarks/table3.py --rows A E --seeds 0 1 2
     python benchmarks/table3.py --only "h=1" --seeds 0 --out h1.json   # one row
     python benchmarks/table3.py --rows A --device cuda --jobs 4        # four runs at a time
+    python benchmarks/table3.py --change warmup=100 --seeds 0 1 --out mine.json  # a row of yours
     python benchmarks/table3.py --quick               # two rows, 20 steps: a smoke test
 
 The data: the verses of ``bible-en-fr`` with at most 15 words on both sides (5,099 training
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -121,20 +123,26 @@ def evaluate(checkpoint: Path, pairs: list, device: str, beam: bool) -> dict:
     return scores
 
 
-def train_command(flags: Dict[str, str], seed: int, steps: int, data: Path, out: Path,
-                  args: argparse.Namespace) -> List[str]:
+def train_command(
+    flags: Dict[str, Optional[str]],
+    seed: int,
+    steps: int,
+    data: Path,
+    out: Path,
+    args: argparse.Namespace,
+) -> List[str]:
     options = {**BASE, **flags, "--seed": str(seed), "--steps": str(steps)}
     return [
         sys.executable, "-m", "transformer_lib.train",
         "--train-file", str(data / "train.tsv"), "--valid-file", str(data / "valid.tsv"),
-        *[x for kv in options.items() for x in kv], "--norm-first", "--no-progress",
+        "--norm-first", *[x for kv in options.items() for x in kv if x is not None], "--no-progress",
         "--out", str(out), "--force", "--device", args.device, "--threads", str(args.threads),
     ]  # fmt: skip
 
 
 def run_one(job: tuple, args: argparse.Namespace, data: Path, pairs: list) -> dict:
     row, name, flags, seed = job
-    out = data / f"{row}-{name}-{seed}"
+    out = data / re.sub(r"[^\w.=-]", "_", f"{row}-{name}-{seed}")
     command = train_command(flags, seed, args.steps, data, out, args)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -153,7 +161,7 @@ def run_one(job: tuple, args: argparse.Namespace, data: Path, pairs: list) -> di
             "eval_seconds": time.perf_counter() - start, **scores}  # fmt: skip
 
 
-def summary(runs: Sequence[dict]) -> str:
+def summary(runs: Sequence[dict], rows: Sequence[tuple] = ROWS) -> str:
     """The Markdown table of ``runs``: one line a row, mean (lowest-highest) over seeds."""
 
     def cell(values: List[float], digits: int) -> str:
@@ -166,7 +174,7 @@ def summary(runs: Sequence[dict]) -> str:
         "| row | change | params | dev ppl | BLEU greedy | BLEU beam 4 | s / run |",
         "|---|---|--:|--:|--:|--:|--:|",
     ]
-    for row, name, _ in ROWS:
+    for row, name, _ in rows:
         mine = [r for r in runs if (r["row"], r["name"]) == (row, name)]
         if mine:
             beam = [r["bleu_beam"] for r in mine if "bleu_beam" in r]
@@ -183,28 +191,62 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--rows", nargs="+", default=["base", "A", "B", "C", "D", "E"],
-                   choices=["base", "A", "B", "C", "D", "E"], help="rows to run (default: all)")
-    p.add_argument("--only", nargs="+", default=None, metavar="NAME",
-                   help=f"run these names only: {', '.join(n for _, n, _ in ROWS)}")
+    p.add_argument(
+        "--rows",
+        nargs="+",
+        default=["base", "A", "B", "C", "D", "E"],
+        choices=["base", "A", "B", "C", "D", "E"],
+        help="rows to run (default: all)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help=f"run these names only: {', '.join(n for _, n, _ in ROWS)}",
+    )
+    p.add_argument(
+        "--change",
+        nargs="+",
+        default=None,
+        metavar="FLAG=VALUE",
+        help="run one row of your own instead: the base with these options of "
+        "python -m transformer_lib.train changed, e.g. warmup=100 d-ff=1024 no-norm-first",
+    )
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     p.add_argument("--steps", type=int, default=1000, help="training steps of every run")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     p.add_argument("--threads", type=int, default=2, help="threads of each training process")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time (on a GPU)")
     p.add_argument("--no-beam", action="store_true", help="greedy BLEU only")
-    p.add_argument("--out", type=Path, default=None,
-                   help="the JSON file (default: benchmarks/table3.json; with --quick, a temporary one)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the JSON file (default: benchmarks/table3.json; with --quick, a temporary one)",
+    )
     p.add_argument("--quick", action="store_true", help="base and E, 20 steps, seed 0")
     args = p.parse_args(argv)  # fmt: skip
     names = {n for _, n, _ in ROWS}
     unknown = sorted(set(args.only or []) - names)
     if unknown:
         p.error(f"--only: unknown name(s) {', '.join(unknown)}; choose from {sorted(names)}")
-    for flag, value in (("--steps", args.steps), ("--threads", args.threads), ("--jobs", args.jobs)):
+    for flag, value in (
+        ("--steps", args.steps),
+        ("--threads", args.threads),
+        ("--jobs", args.jobs),
+    ):
         if value < 1:
             p.error(f"{flag} must be at least 1, got {value}")
     check_device(args.device)
+    args.own = None
+    if args.change:
+        bad = [c for c in args.change if not re.fullmatch(r"[a-z][a-z0-9-]*(=\S+)?", c)]
+        if bad:
+            p.error(f"--change: expected FLAG=VALUE or FLAG, with a flag of the training command "
+                    f"(e.g. warmup=100 or no-norm-first), got {' '.join(bad)}")  # fmt: skip
+        flags = {"--" + c.split("=", 1)[0]: (c.split("=", 1) + [None])[1] for c in args.change}
+        args.own = ("own", ",".join(args.change), flags)
     if args.quick:
         args.rows, args.only, args.seeds, args.steps = ["base", "E"], None, [0], 20
     if args.out is None:
@@ -213,18 +255,25 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[List[str]] = None) -> dict:
+def main(argv: Optional[List[str]] = None) -> int:
     args = parse(argv)
-    jobs = [(r, n, f, s) for r, n, f in ROWS
-            if r in args.rows and (args.only is None or n in args.only) for s in args.seeds]  # fmt: skip
+    rows = [args.own] if args.own else ROWS
+    if not args.own:
+        rows = [(r, n, f) for r, n, f in rows if r in args.rows and n in (args.only or [n])]
+    jobs = [(r, n, f, s) for r, n, f in rows for s in args.seeds]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         data = Path(folder)
         pairs = write_data(data)["valid"][: 20 if args.quick else None]
         with ThreadPoolExecutor(args.jobs) as pool:
             runs = list(pool.map(lambda job: run_one(job, args, data, pairs), jobs))
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()  # fmt: skip
+    try:  # the commit, where this is a clone of the repository with git at hand
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        commit = done.stdout.strip() if done.returncode == 0 else ""
+    except OSError:
+        commit = ""
     machine = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else cpu_model()
     record = {
         "machine": f"{machine} ({torch.backends.cpu.get_cpu_capability()})",
@@ -243,9 +292,9 @@ def main(argv: Optional[List[str]] = None) -> dict:
     args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"\n{record['machine']}, {args.steps} steps, seeds {args.seeds}, "
           f"{record['seconds'] / 60:.0f} min: {args.out}\n")  # fmt: skip
-    print(summary(runs))
-    return record
+    print(summary(runs, ROWS + ([args.own] if args.own else [])))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -227,3 +227,44 @@ def test_packed_forward_equals_the_model_where_it_counts(norm_first):
     torch.testing.assert_close(got_loss, ref_loss, rtol=1e-5, atol=1e-6)
     for g, r in zip(got_grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-6)
+
+
+def test_table3_quick_trains_two_rows_with_the_command_line_and_writes_their_scores(tmp_path):
+    """--quick: the base and row (E) for 20 steps on seed 0; the JSON holds the machine, the
+    commit and each run's scores, and row (E) adds exactly its position table's parameters."""
+    import json
+
+    from common import cpu_model
+
+    out = run("table3", "--out", str(tmp_path / "t3.json"))
+    record = json.loads((tmp_path / "t3.json").read_text())
+    assert record["machine"].startswith(cpu_model()) and len(record["commit"]) == 40
+    runs = {r["name"]: r for r in record["runs"]}
+    assert list(runs) == ["base", "learned"] and record["seeds"] == [0] and record["steps"] == 20
+    assert runs["learned"]["params"] - runs["base"]["params"] == 128 * 128  # max_len x d_model
+    for r in runs.values():
+        assert 1 < r["ppl"] < 10_000 and 0 <= r["bleu_greedy"] <= 100 and r["train_seconds"] > 0
+    rows = table_rows(out)
+    assert rows[0][:4] == ["row", "change", "params", "dev ppl"]
+    assert [r[:2] for r in rows[1:]] == [["base", "base"], ["E", "learned"]]
+
+
+def test_table3_refuses_a_malformed_row_of_ones_own_before_training(capsys):
+    from pathlib import Path
+
+    import table3
+
+    with pytest.raises(SystemExit):
+        table3.parse(["--change", "warmup 100"])
+    assert "--change: expected FLAG=VALUE or FLAG" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        table3.parse(["--only", "h=3"])
+    args = table3.parse(["--change", "warmup=100", "no-norm-first"])
+    assert args.own == (
+        "own",
+        "warmup=100,no-norm-first",
+        {"--warmup": "100", "--no-norm-first": None},
+    )
+    command = table3.train_command(args.own[2], 0, 10, Path("d"), Path("o"), args)
+    assert command.index("--no-norm-first") > command.index("--norm-first")  # the change wins
+    assert command[command.index("--warmup") + 1] == "100" and None not in command
