@@ -261,19 +261,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.own:
         rows = [(r, n, f) for r, n, f in rows if r in args.rows and n in (args.only or [n])]
     jobs = [(r, n, f, s) for r, n, f in rows for s in args.seeds]
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder:
-        data = Path(folder)
-        pairs = write_data(data)["valid"][: 20 if args.quick else None]
-        with ThreadPoolExecutor(args.jobs) as pool:
-            runs = list(pool.map(lambda job: run_one(job, args, data, pairs), jobs))
-    try:  # the commit, where this is a clone of the repository with git at hand
+    try:  # the commit the runs start from (in a clone of the repository, with git)
         done = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
         )
         commit = done.stdout.strip() if done.returncode == 0 else ""
     except OSError:
         commit = ""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        data = Path(folder)
+        pairs = write_data(data)["valid"][: 20 if args.quick else None]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            runs = list(pool.map(lambda job: run_one(job, args, data, pairs), jobs))
     machine = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else cpu_model()
     record = {
         "machine": f"{machine} ({torch.backends.cpu.get_cpu_capability()})",
