@@ -10,7 +10,8 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 LESSON = sorted(NOTEBOOKS.glob("0[1-9]_*.ipynb"))
-WITH_EXERCISES = LESSON + sorted(NOTEBOOKS.glob("*capstone*.ipynb"))
+BEYOND = sorted(NOTEBOOKS.glob("1[2-9]_*.ipynb"))  # after the capstone and the appendix
+WITH_EXERCISES = LESSON + sorted(NOTEBOOKS.glob("*capstone*.ipynb")) + BEYOND
 NOT_FOR_LEARNERS = [
     r"\bnbval\b",
     r"\bnbconvert\b",
@@ -52,7 +53,7 @@ def test_the_lesson_holds_at_most_460_cells():
     assert len(LESSON) == 9 and sum(counts.values()) <= 460
 
 
-@pytest.mark.parametrize("path", LESSON, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", LESSON + BEYOND, ids=lambda p: p.stem)
 def test_opens_with_what_it_teaches_what_it_assumes_and_how_long(path):
     opening = source(cells(path)[0])
     assert opening.startswith("# ")
@@ -60,7 +61,7 @@ def test_opens_with_what_it_teaches_what_it_assumes_and_how_long(path):
     assert re.search(r"about \d+ minutes", opening)
 
 
-@pytest.mark.parametrize("path", LESSON, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", LESSON + BEYOND, ids=lambda p: p.stem)
 def test_prose_speaks_to_learners_only(path):
     for i, cell in enumerate(cells(path)):
         if cell["cell_type"] == "markdown":

@@ -33,6 +33,7 @@ from typing import Dict, Optional, Sequence
 from tools import course_slides, grading, handouts, output_folder, quizzes, student_bundle
 from tools.answer_key import answer_key
 from tools.kit_base import (
+    copy_benchmark_files,
     COURSE,
     NOTEBOOKS,
     ROOT,
@@ -67,7 +68,10 @@ Built by `bash dev.sh course` from the notebooks of the repository; rebuild it a
   `course_1_day.md`, `answer_key.md` ({n_exercises} exercises, each solution with why it is
   right), `syllabus.md`, `misconceptions.md`, `lectures_50min.md`, `quizzes/` (with answers)
   and `notebooks/`: the full notebooks, worked solutions and outputs included, that the plans
-  refer to (they run in place, beside `images/` and `checkpoints/`).
+  refer to (they run in place, beside `images/`, `checkpoints/` and `benchmarks/`). Run them
+  in the students' environment: after `python3 start.py` in `student/`, start
+  `student/.venv/bin/jupyter lab instructor/notebooks` from this folder (Windows:
+  `student\\.venv\\Scripts\\jupyter lab instructor\\notebooks`).
 - `grading/`: the nbgrader course the students' version comes from; its `README.md` says how
   to set it up from this kit, collect the submissions, autograde them and export the scores.
 - `handouts/`: each deck (a page per slide) and each students' notebook as a PDF (not made
@@ -100,6 +104,7 @@ def build_instructor(
         shutil.copy2(path, instructor / "notebooks" / path.name)
     shutil.copytree(ROOT / "images", instructor / "images")
     shutil.copytree(ROOT / "checkpoints", instructor / "checkpoints")
+    copy_benchmark_files(instructor)
     log(
         f"instructor/: {len(plans)} lesson plans, quizzes, answer key with {len(found)} "
         "exercises, the full notebooks"

@@ -21,6 +21,8 @@ from typing import Dict, List, Optional
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 COURSE = ROOT / "course"
+# what notebook 12 reads and runs beside it, in ../benchmarks: Table 3's results and script
+BENCHMARK_FILES = ("table3.json", "table3.py", "common.py")
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
@@ -49,6 +51,15 @@ def course_notebooks(folder: Path = NOTEBOOKS) -> List[Path]:
     """The notebooks a course teaches: the series, without its appendices (engineering
     material for the curious, with no exercises)."""
     return [p for p in sorted(folder.glob("[0-9][0-9]_*.ipynb")) if "appendix" not in p.stem]
+
+
+def copy_benchmark_files(folder: Path) -> None:
+    """``folder/benchmarks/``: the files of :data:`BENCHMARK_FILES`, for notebooks run in place."""
+    import shutil
+
+    (folder / "benchmarks").mkdir(parents=True, exist_ok=True)
+    for name in BENCHMARK_FILES:
+        shutil.copy2(ROOT / "benchmarks" / name, folder / "benchmarks" / name)
 
 
 def appendices(folder: Path = NOTEBOOKS) -> List[Path]:

@@ -2,7 +2,7 @@
 on any laptop without the repository.
 
 :func:`build` writes nbgrader's students' version of the notebooks (``tools/grading.py``), the
-images and the shipped checkpoints into ``student/``, and what makes that folder
+images, the shipped checkpoints and notebook 12's ``benchmarks/`` files into ``student/``, and what makes that folder
 self-contained:
 
 - ``wheels/transformer_lib-VERSION-py3-none-any.whl``: the package, built offline from this
@@ -25,6 +25,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 from typing import Dict, List, Sequence
+
+from tools.kit_base import copy_benchmark_files
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLE_NAME = "transformer-series-student"
@@ -150,6 +152,7 @@ def build(student: Path, released: Dict[str, Path], extra: Sequence[Path] = ()) 
     (student / "checkpoints").mkdir()
     for ckpt in [*(ROOT / "checkpoints").glob("*.pt"), ROOT / "checkpoints" / "README.md"]:
         shutil.copy2(ckpt, student / "checkpoints" / ckpt.name)
+    copy_benchmark_files(student)
     wheel = build_wheel(student / "wheels")
     reqs = requirements()
     (student / "requirements.txt").write_text(reqs, encoding="utf-8")
