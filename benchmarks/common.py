@@ -78,6 +78,20 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def git_commit(folder: "os.PathLike[str] | str") -> str:
+    """The commit checked out in ``folder`` ("" outside a clone of the repository, or where
+    git is not installed): a results file names the code it came from."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True
+        )
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16, AMX or ARM's BF16)."""
     return bf16_problem(torch.device("cpu")) is None

@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from typing import Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-from common import check_device, cpu_model
+from common import check_device, cpu_model, git_commit
 from table3 import MAX_WORDS, N_VALID
 from transformer_lib.batching import encode_pairs, pad_rows, token_batches
 from transformer_lib.config import TransformerConfig
@@ -225,7 +224,7 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="enc-dec, lm and all; 20 steps, seed 0, outputs of 20 tokens",
+        help="enc-dec and lm; 20 steps, seed 0, 10 verses, outputs of 20 tokens",
     )
     args = p.parse_args(argv)  # fmt: skip
     for flag, value in (
@@ -249,13 +248,7 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse(argv)
     torch.set_num_threads(args.threads)
-    try:  # the commit the runs start from (in a clone of the repository, with git)
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        commit = done.stdout.strip() if done.returncode == 0 else ""
-    except OSError:
-        commit = ""
+    commit = git_commit(ROOT)  # the code the runs start from
     start = time.perf_counter()
     splits = bible_en_fr(max_words=MAX_WORDS, n_valid=N_VALID, n_test=0)
     pairs = splits["valid"][: 10 if args.quick else None]

@@ -40,7 +40,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from common import check_device, cpu_model
+from common import check_device, cpu_model, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_WORDS, N_VALID = 15, 300
@@ -261,13 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args.own:
         rows = [(r, n, f) for r, n, f in rows if r in args.rows and n in (args.only or [n])]
     jobs = [(r, n, f, s) for r, n, f in rows for s in args.seeds]
-    try:  # the commit the runs start from (in a clone of the repository, with git)
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        commit = done.stdout.strip() if done.returncode == 0 else ""
-    except OSError:
-        commit = ""
+    commit = git_commit(ROOT)  # the code the runs start from
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         data = Path(folder)
