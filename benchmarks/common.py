@@ -92,6 +92,22 @@ def git_commit(folder: "os.PathLike[str] | str") -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+def results_file(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, name: str, counts: Sequence[str]
+) -> None:
+    """Refuse any of the ``counts`` options (dest names) below 1, and set ``args.out`` where
+    it was not given: ``benchmarks/NAME`` for a real run, a temporary file with --quick."""
+    for dest in counts:
+        if getattr(args, dest) < 1:
+            parser.error(f"--{dest} must be at least 1, got {getattr(args, dest)}")
+    if args.out is None:
+        import tempfile
+        from pathlib import Path
+
+        folder = Path(tempfile.mkdtemp()) if args.quick else Path(__file__).resolve().parent
+        args.out = folder / name
+
+
 def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 natively (AVX512-BF16, AMX or ARM's BF16)."""
     return bf16_problem(torch.device("cpu")) is None

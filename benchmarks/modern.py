@@ -32,7 +32,6 @@ import json
 import math
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -40,7 +39,7 @@ from typing import Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
-from common import check_device, cpu_model, git_commit
+from common import check_device, cpu_model, git_commit, results_file
 from table3 import MAX_WORDS, N_VALID
 from transformer_lib.batching import encode_pairs, pad_rows, token_batches
 from transformer_lib.config import TransformerConfig
@@ -227,21 +226,12 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
         help="enc-dec and lm; 20 steps, seed 0, 10 verses, outputs of 20 tokens",
     )
     args = p.parse_args(argv)  # fmt: skip
-    for flag, value in (
-        ("--steps", args.steps),
-        ("--threads", args.threads),
-        ("--rounds", args.rounds),
-    ):
-        if value < 1:
-            p.error(f"{flag} must be at least 1, got {value}")
+    results_file(p, args, "modern.json", ("steps", "threads", "rounds"))
     if check_device(args.device).type != "cpu":
         p.error("--device: the comparison is of CPU speeds; run it on the CPU")
     if args.quick:
         args.models, args.seeds, args.steps, args.rounds = ["enc-dec", "lm"], [0], 20, 1
     args.most = 20 if args.quick else MAX_LEN  # the longest output, in tokens
-    if args.out is None:
-        folder = Path(tempfile.mkdtemp()) if args.quick else ROOT / "benchmarks"
-        args.out = folder / "modern.json"
     return args
 
 

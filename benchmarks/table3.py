@@ -40,7 +40,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from common import check_device, cpu_model, git_commit
+from common import check_device, cpu_model, git_commit, results_file
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_WORDS, N_VALID = 15, 300
@@ -227,17 +227,11 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="base and E, 20 steps, seed 0")
     args = p.parse_args(argv)  # fmt: skip
+    results_file(p, args, "table3.json", ("steps", "threads", "jobs"))
     names = {n for _, n, _ in ROWS}
     unknown = sorted(set(args.only or []) - names)
     if unknown:
         p.error(f"--only: unknown name(s) {', '.join(unknown)}; choose from {sorted(names)}")
-    for flag, value in (
-        ("--steps", args.steps),
-        ("--threads", args.threads),
-        ("--jobs", args.jobs),
-    ):
-        if value < 1:
-            p.error(f"{flag} must be at least 1, got {value}")
     check_device(args.device)
     args.own = None
     if args.change:
@@ -249,9 +243,6 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
         args.own = ("own", ",".join(args.change), flags)
     if args.quick:
         args.rows, args.only, args.seeds, args.steps = ["base", "E"], None, [0], 20
-    if args.out is None:
-        default = Path(tempfile.mkdtemp()) if args.quick else ROOT / "benchmarks"
-        args.out = default / "table3.json"
     return args
 
 
