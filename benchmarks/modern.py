@@ -2,7 +2,7 @@
 as a prompted decoder-only language model against the encoder-decoder, then each change
 since 2017 against the paper's choice.
 
-    python benchmarks/modern.py                       # every model, seeds 0 and 1 (about 45 min, 2 cores)
+    python benchmarks/modern.py                       # every model, seeds 0 and 1 (about 1.6 h, 2 cores)
     python benchmarks/modern.py --models enc-dec lm --seeds 0
     python benchmarks/modern.py --quick               # two models, 20 steps: a smoke test
 

@@ -273,3 +273,30 @@ def test_table3_refuses_a_malformed_row_of_ones_own_before_training(capsys):
     command = table3.train_command(args.own[2], 0, 10, Path("d"), Path("o"), args)
     assert command.index("--no-norm-first") > command.index("--norm-first")  # the change wins
     assert command[command.index("--warmup") + 1] == "100" and None not in command
+
+
+def test_the_committed_comparison_holds_every_model_of_the_script_and_its_own_arithmetic():
+    """benchmarks/modern.json, which notebook 13 reads, is the output of today's modern.py:
+    every model it trains, each seed, the language model of the encoder-decoder's time at the
+    step count its speeds give, and the two architectures at equal parameters (0.2 %)."""
+    import json
+    from pathlib import Path
+
+    import modern
+
+    table = json.loads((Path(modern.__file__).parent / "modern.json").read_text("utf-8"))
+    runs, speeds = table["runs"], table["speeds"]
+    expected = [*modern.MODELS, "lm, equal time"]
+    assert list(dict.fromkeys(r["model"] for r in runs)) == expected
+    assert sorted(speeds) == sorted(expected)
+    for name in expected:
+        mine = [r for r in runs if r["model"] == name]
+        assert [r["seed"] for r in mine] == table["seeds"], name
+        assert {"ppl", "bleu", "params", "cache_bytes_per_token"} <= set(mine[0]), name
+    ratio = speeds["lm"]["train_tokens_per_s"] / speeds["enc-dec"]["train_tokens_per_s"]
+    steps = {r["model"]: r["steps"] for r in runs}
+    assert steps["lm, equal time"] == max(1, round(table["steps"] * ratio))
+    assert all(s == table["steps"] for m, s in steps.items() if m != "lm, equal time")
+    params = {r["model"]: r["params"] for r in runs}
+    assert abs(params["lm"] - params["enc-dec"]) / params["enc-dec"] < 0.002
+    assert params["swiglu"] <= params["lm"] and params["mqa"] < params["gqa"] < params["lm"]
