@@ -21,8 +21,8 @@ from typing import Dict, List, Optional
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 COURSE = ROOT / "course"
-# what notebook 12 reads and runs beside it, in ../benchmarks: Table 3's results and script
-BENCHMARK_FILES = ("table3.json", "table3.py", "common.py")
+# what notebooks 12 and 13 read and run beside them, in ../benchmarks: the results and scripts
+BENCHMARK_FILES = ("table3.json", "table3.py", "modern.json", "modern.py", "common.py")
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
