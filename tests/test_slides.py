@@ -377,7 +377,7 @@ def test_every_slide_fits_and_its_text_reads_from_the_back_of_the_room(walked):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="21 of 29 notebook figures are drawn at 10 pt and too wide or tall for a slide to show "
+    reason="22 of 32 notebook figures are drawn at 10 pt and too wide or tall for a slide to show "
     "their text at 18 px (open: redraw them smaller or with larger text, then remove this mark)",
 )
 def test_every_figure_is_drawn_large_enough_for_its_text_to_read(walked):
