@@ -64,6 +64,14 @@ def test_a_mid_cell_heading_opens_its_own_slide():
     assert [kind(c) for c in cells] == ["slide", "-", "-", "slide"]
 
 
+def test_a_section_heading_straight_above_a_subheading_is_not_a_slide_of_its_own():
+    text = "## 6. The loop\n\n### First, a sanity run\n\nBody.\n\n### Then\n\nMore."
+    assert slide_deck.split_text(text) == [
+        "## 6. The loop\n\n### First, a sanity run\n\nBody.",
+        "### Then\n\nMore.",
+    ]
+
+
 def test_a_screen_taller_than_a_slide_continues_under_its_heading():
     long = "## 3. Long\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 80 for i in range(12))
     screens = slide_deck.paragraphs_to_fit(long)
@@ -135,36 +143,45 @@ def test_an_explorer_becomes_a_line_pointing_to_the_notebook():
 
 class Screens(HTMLParser):
     """The text of each screen (a ``<section>`` holding no other) of a reveal.js deck, in
-    order, without speaker notes, scripts and styles; and whether it has a heading."""
+    order, without speaker notes, scripts and styles; whether it has a heading, the heading's
+    text, and how many images it shows."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.screens: List[dict] = []
         self.stack: List[dict] = []
         self.hidden = 0
+        self.in_heading = False
 
     def handle_starttag(self, tag, attrs):
         classes = dict(attrs).get("class") or ""
         if tag == "section":
-            self.stack.append({"text": [], "heading": False, "leaf": True})
+            self.stack.append({"text": [], "head": [], "heading": False, "leaf": True, "img": 0})
             if len(self.stack) > 1:
                 self.stack[-2]["leaf"] = False
         elif tag in ("script", "style") or (tag == "aside" and "notes" in classes):
             self.hidden += 1
         elif tag in ("h1", "h2", "h3") and self.stack and not self.hidden:
-            self.stack[-1]["heading"] = True
+            self.stack[-1]["heading"] = self.in_heading = True
+        elif tag == "img" and self.stack and not self.hidden:
+            self.stack[-1]["img"] += 1
 
     def handle_endtag(self, tag):
         if tag == "section" and self.stack:
             screen = self.stack.pop()
             if screen["leaf"]:
-                self.screens.append({"text": "".join(screen["text"]), "heading": screen["heading"]})
+                self.screens.append({"text": "".join(screen["text"]), "heading": screen["heading"],
+                                     "head": "".join(screen["head"]), "img": screen["img"]})  # fmt: skip
+        elif tag in ("h1", "h2", "h3"):
+            self.in_heading = False
         elif tag in ("script", "style", "aside") and self.hidden:
             self.hidden -= 1
 
     def handle_data(self, data):
         if self.stack and not self.hidden:
             self.stack[-1]["text"].append(data)
+            if self.in_heading:
+                self.stack[-1]["head"].append(data)
 
 
 def screens(html: str) -> List[dict]:
@@ -244,6 +261,9 @@ def test_every_screen_opens_with_a_heading(name):
     assert shown
     bare = [squeeze(s["text"])[:60] for s in shown if not s["heading"]]
     assert bare == [], f"{name}: screens without a heading: {bare}"
+    alone = [squeeze(s["head"]) for s in shown
+             if squeeze(s["text"]) == squeeze(s["head"]) and not s["img"]]  # fmt: skip
+    assert alone == [], f"{name}: screens holding their heading alone: {alone}"
 
 
 # --- the speaker notes ----------------------------------------------------------------------

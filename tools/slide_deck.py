@@ -96,12 +96,14 @@ def notes_problems(nb: dict, notes: Dict[str, str]) -> List[str]:
 
 
 def split_text(text: str) -> List[str]:
-    """``text`` cut before every mid-text ``## ``/``### `` heading (not inside code fences)."""
+    """``text`` cut before every mid-text ``## ``/``### `` heading (not inside code fences);
+    a heading straight above another stays with it (no slide holds a title alone)."""
     pieces, current, fence = [], [], False
     for line in text.split("\n"):
         if line.strip().startswith("```"):
             fence = not fence
-        if not fence and re.match(r"^#{2,3} ", line) and "".join(current).strip():
+        said = "".join(x for x in current if not re.match(r"^#{1,3} ", x)).strip()
+        if not fence and re.match(r"^#{2,3} ", line) and said:
             pieces.append("\n".join(current).strip("\n"))
             current = []
         current.append(line)
