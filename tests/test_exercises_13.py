@@ -56,3 +56,12 @@ def test_gqa_passes_and_names_each_mistake():
 
 def test_gqa_refuses_the_checkers_reference():
     not_yet(ex13.check_gqa(ex13.gqa_reference), "share the heads yourself")
+
+
+def test_gqa_refuses_pytorchs_own_head_sharing():
+    def shared_by_pytorch(q, k, v, mask):
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, enable_gqa=True
+        )
+
+    not_yet(ex13.check_gqa(shared_by_pytorch), "`enable_gqa=True`")
