@@ -102,8 +102,11 @@ def split_text(text: str) -> List[str]:
     for line in text.split("\n"):
         if line.strip().startswith("```"):
             fence = not fence
-        said = "".join(x for x in current if not re.match(r"^#{1,3} ", x)).strip()
-        if not fence and re.match(r"^#{2,3} ", line) and said:
+        if (
+            not fence
+            and re.match(r"^#{2,3} ", line)
+            and any(x.strip() and not re.match(r"^#{1,3} ", x) for x in current)
+        ):
             pieces.append("\n".join(current).strip("\n"))
             current = []
         current.append(line)

@@ -2,8 +2,8 @@
 on any laptop without the repository.
 
 :func:`build` writes nbgrader's students' version of the notebooks (``tools/grading.py``), the
-images, the shipped checkpoints and notebooks 12 and 13's ``benchmarks/`` files into ``student/``, and what makes that folder
-self-contained:
+images, the shipped checkpoints and notebooks 12 and 13's ``benchmarks/`` files into
+``student/``, and what makes that folder self-contained:
 
 - ``wheels/transformer_lib-VERSION-py3-none-any.whl``: the package, built offline from this
   repository (``pip wheel --no-deps --no-build-isolation --no-index``);

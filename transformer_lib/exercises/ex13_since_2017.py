@@ -116,22 +116,18 @@ def check_gqa(grouped_query_attention: Callable[..., Tensor]) -> Feedback:
     G dividing H, mask bool (True = may attend) broadcastable to (B, H, T, S) -> (B, H, T, d)."""
     fb = Feedback("Exercise 2 (multi-head attention turned into grouped-query attention)")
     torch.manual_seed(0)
-    sdpa, flags = F.scaled_dot_product_attention, []
-
-    def watched(*args, **kwargs):  # PyTorch's attention, noting who asks it to share the heads
-        flags.append(bool(kwargs.get("enable_gqa")))
-        return sdpa(*args, **kwargs)
 
     for H, G in ((4, 2), (8, 2), (6, 1), (4, 4)):
         q = torch.randn(2, H, 5, 8, dtype=torch.float64)
         k, v = (torch.randn(2, G, 7, 8, dtype=torch.float64) for _ in range(2))
         mask = torch.rand(2, 1, 5, 7) > 0.3
         mask[..., 0] = True  # every query sees at least one key
-        with mock.patch.object(F, "scaled_dot_product_attention", watched):
+        sdpa = F.scaled_dot_product_attention  # watched: who asks it to share the heads
+        with mock.patch.object(F, "scaled_dot_product_attention", wraps=sdpa) as spy:
             got = run_learner_code(fb, grouped_query_attention, q, k, v, mask)
         if got is None:
             return fb
-        if any(flags):
+        if any(call.kwargs.get("enable_gqa") for call in spy.call_args_list):
             fb.fail("the exercise says to share the heads yourself: `enable_gqa=True` makes "
                     "PyTorch's attention do it for you")  # fmt: skip
             return fb
