@@ -300,3 +300,77 @@ def test_the_committed_comparison_holds_every_model_of_the_script_and_its_own_ar
     params = {r["model"]: r["params"] for r in runs}
     assert abs(params["lm"] - params["enc-dec"]) / params["enc-dec"] < 0.002
     assert params["swiglu"] <= params["lm"] and params["mqa"] < params["gqa"] < params["lm"]
+
+
+PO = """# a translation catalogue
+msgid ""
+msgstr ""
+"Content-Type: text/plain; charset=UTF-8\\n"
+
+#: views.py:1
+msgid "Save the page"
+msgstr "Seite speichern"
+
+#, fuzzy
+msgid "Draft"
+msgstr "Entwurf?"
+
+#. Default: "Delete this item"
+msgid "label_delete_item"
+msgstr ""
+"Diesen Eintrag "
+"löschen"
+
+msgid "One file"
+msgid_plural "%(n)s files"
+msgstr[0] "Eine Datei"
+msgstr[1] "%(n)s Dateien"
+
+msgid "Hello <b>you</b>"
+msgstr "Hallo <b>du</b>"
+msgid "Close"
+msgstr "Schließen"
+"""
+
+
+def test_own_corpus_reads_gettext_catalogues_and_keeps_plain_translated_text(tmp_path):
+    """The corpus of ``benchmarks/own_corpus.py``: every translated, non-fuzzy message of
+    a wheel's ``de`` catalogues (continued strings joined, Plone's ids replaced by their
+    English default, the first plural form), without markup or placeholders; split by a
+    hash of the English side. Then one --quick run through the training command line."""
+    import zipfile
+
+    import own_corpus
+
+    assert own_corpus.po_messages(PO)[1:] == [
+        ("Save the page", "Seite speichern", "#: views.py:1\n"),
+        ("Draft", "Entwurf?", "#, fuzzy\n"),
+        ("label_delete_item", "Diesen Eintrag löschen", '#. Default: "Delete this item"\n'),
+        ("One file", "Eine Datei", ""),
+        ("Hello <b>you</b>", "Hallo <b>du</b>", ""),
+        ("Close", "Schließen", ""),
+    ]
+    for spec in own_corpus.WHEELS:  # stand-ins for the three wheels, nothing downloaded
+        name, version = spec.split("==")
+        stem = name.replace(".", "_")
+        with zipfile.ZipFile(tmp_path / f"{stem}-{version}-py3-none-any.whl", "w") as z:
+            z.writestr(f"{stem}/locale/de/LC_MESSAGES/{stem}.po", PO)
+            z.writestr(f"{stem}/locale/fr/LC_MESSAGES/{stem}.po", "")
+            many = "".join(
+                f'msgid "{stem} item {i}"\nmsgstr "{stem} Eintrag {i}"\n\n' for i in range(60)
+            )
+            z.writestr(f"{stem}/locale/de/LC_MESSAGES/more.po", many)
+    splits = own_corpus.build("de", tmp_path)
+    pairs = [p for split in splits.values() for p in split]
+    assert ("Delete this item", "Diesen Eintrag löschen") in pairs
+    assert ("One file", "Eine Datei") in pairs and ("Close", "Schließen") in pairs
+    assert not [p for p in pairs if p[0] in ("Draft", "Hello <b>you</b>", "")]
+    assert len(pairs) == len({en for en, _ in pairs}) == 4 + 3 * 60  # each English once
+    assert 0 < len(splits["valid"]) < len(splits["train"]) and splits["test"]
+    out = run(
+        "own_corpus", "--cache", str(tmp_path), "--out", str(tmp_path / "runs"), "--only", "default"
+    )
+    assert "-m transformer_lib.train --train-file" in out and "English->de" in out
+    (row,) = table_rows(out)[1:]
+    assert row[0] == "default" and int(row[2].replace(",", "")) >= 1
+    assert all(0.0 <= float(b) <= 100.0 for b in row[4:6])

@@ -172,7 +172,8 @@ def test_a_corpus_recipe_applies_its_defaults_and_flags_given_win(tmp_path):
     mine = config_of(
         "--train-file", str(tmp_path / "t.tsv"), "--valid-file", str(tmp_path / "t.tsv")
     )
-    assert all(getattr(mine, name) == value for name, value in recipe.items())  # yours too
+    fitted = train_cli.FITTED[0][1]  # yours too, fitted to its size (one pair: the smallest)
+    assert all(getattr(mine, k) == fitted.get(k, v) for k, v in recipe.items())
     preset = config_of("--corpus", "bible-en-fr", "--preset", "base")
     assert preset.d_model is None and preset.max_tokens == recipe["max_tokens"]
     stored = dataclasses.asdict(TrainConfig(task="dates", d_model=48))
@@ -180,6 +181,50 @@ def test_a_corpus_recipe_applies_its_defaults_and_flags_given_win(tmp_path):
     assert resumed.d_model == 48 and resumed.layers is None and resumed.warmup == recipe["warmup"]
     plain = config_of("--task", "dates")
     assert plain == TrainConfig(task="dates")  # the date task keeps the generic defaults
+
+
+def test_a_corpus_of_ones_own_gets_the_recipe_fitted_to_its_size_and_says_so(tmp_path, capsys):
+    recipe = train_cli.RECIPES["corpus"]
+    ((limit, small),) = train_cli.FITTED
+    seen = []
+    for words, expected in ((limit - 2, small), (limit, {})):
+        path = tmp_path / f"{words}.tsv"
+        lines, rest = divmod(words, 10)  # pairs of 9 + 1 words, then one of `rest` words
+        path.write_text(
+            "a b c d e f g h i\tx\n" * lines + ("a\t" + "x " * (rest - 1) + "\n") * bool(rest)
+        )
+        config = config_of("--train-file", str(path), "--valid-file", str(path))
+        assert (config.vocab_size, config.dropout) == (
+            expected.get("vocab_size", recipe["vocab_size"]),
+            expected.get("dropout", recipe["dropout"]),
+        ), words
+        seen.append(capsys.readouterr().out)
+    assert f"{limit - 2:,} words" in seen[0] and f"--vocab-size {small['vocab_size']}" in seen[0]
+    assert "recipe as it is" in seen[1]
+    path = tmp_path / f"{limit - 2}.tsv"
+    given = config_of("--train-file", str(path), "--valid-file", str(path), "--dropout", "0.2")
+    assert (given.vocab_size, given.dropout) == (small["vocab_size"], 0.2)  # flags given win
+    assert "--dropout" not in capsys.readouterr().out
+    (tmp_path / "bad.tsv").write_text("no tab here\n")
+    p = train_cli.build_parser()
+    with pytest.raises(SystemExit):
+        train_cli.run_config(
+            p,
+            p.parse_args(
+                ["--train-file", str(tmp_path / "bad.tsv"), "--valid-file", str(path), "--out", "x"]
+            ),
+            None,
+        )
+    assert "--train-file" in capsys.readouterr().err
+
+
+def test_a_time_budget_without_steps_trains_until_the_budget_is_spent():
+    from transformer_lib.training import UNTIL_BUDGET
+
+    for data in (["--task", "dates"], ["--corpus", "bible-en-fr"]):
+        assert config_of(*data, "--time-budget", "10").steps == UNTIL_BUDGET
+        assert config_of(*data, "--time-budget", "10", "--steps", "700").steps == 700
+    assert config_of("--corpus", "bible-en-fr").steps == train_cli.RECIPES["corpus"]["steps"]
 
 
 # translate ---------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ Examples::
     python -m transformer_lib.train --task dates --steps 3000 --out runs/dates
     # English->French with the corpus's own recipe, stopped cleanly after 10 minutes
     python -m transformer_lib.train --corpus bible-en-fr --time-budget 10 --out runs/lab
-    # a parallel corpus of your own (one "source<TAB>target" pair a line)
-    python -m transformer_lib.train --train-file train.tsv --valid-file valid.tsv --out runs/mine
+    # a parallel corpus of your own (one "source<TAB>target" pair a line), for 10 minutes
+    python -m transformer_lib.train --train-file train.tsv --valid-file valid.tsv \
+        --time-budget 10 --out runs/mine
     # continue a run where it stopped
     python -m transformer_lib.train --task dates --steps 6000 --out runs/dates --resume
     # several processes (DDP; gloo on CPUs, NCCL on GPUs)
@@ -27,7 +28,7 @@ import sys
 import time
 import typing
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # A built-in corpus brings its own defaults, and so does a corpus of your own: the recipe that
 # gave the best BLEU after 10 minutes on a 2-core CPU (benchmarks/time_to_bleu.py): many small
@@ -39,6 +40,10 @@ RECIPES: Dict[str, Dict[str, Any]] = {
                    norm_first=True, vocab_size=6000, max_tokens=1500, warmup=300,
                    lr_factor=0.8, cooldown=0.3, steps=6000, eval_limit=100),
 }
+# A corpus of your own gets it fitted to its size (words of --train-file, both sides): ten
+# minutes see a small corpus 100 times or more, and a smaller vocabulary and some dropout do
+# better (benchmarks/own_corpus.py); the Bible's 1.1 million words, seen ~6 times, do not.
+FITTED = ((200_000, dict(vocab_size=4000, dropout=0.1)),)   # below this many words: these
 MODEL_FIELDS = ("d_model", "layers", "heads", "d_ff", "d_k", "dropout", "max_len",
                 "norm_first", "positions")
 CHOICES = {"task": ("dates",), "corpus": ("bible-en-fr",), "preset": ("tiny", "base", "big"),
@@ -68,7 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter, argument_default=argparse.SUPPRESS,
         epilog="a corpus (--corpus, or --train-file) brings these defaults (flags given win; "
         "the model's only without --preset and --resume):\n  " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in RECIPES["corpus"].items()))
+            f"--{k.replace('_', '-')} {v}" for k, v in RECIPES["corpus"].items())
+        + "\na corpus of your own (--train-file) gets them fitted to its size, counted in words "
+        "(both sides) of the training file, because ten minutes see a small corpus many times: "
+        + "; ".join(f"under {limit:,} words " + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in fit.items()) for limit, fit in FITTED)
+        + ".\n--time-budget without --steps trains until the budget is spent.")
     hints = typing.get_type_hints(TrainConfig)
     group = p.add_argument_group("the run (fields of TrainConfig)")
     for f in dataclasses.fields(TrainConfig):
@@ -119,10 +129,22 @@ def in_flags(message: str) -> str:
     return flag(head) + message[len(head):] if head in TrainConfig.__dataclass_fields__ else message
 
 
+def fitted_to(path: str) -> Tuple[Dict[str, Any], str]:
+    """The settings of FITTED for a corpus of one's own, and its size in words, in words."""
+    from .corpus import read_parallel
+
+    pairs = read_parallel(path)
+    words = sum(len(s.split()) + len(t.split()) for s, t in pairs)
+    for limit, settings in FITTED:
+        if words < limit:
+            return settings, f"{len(pairs):,} pairs, {words:,} words (under {limit:,})"
+    return {}, f"{len(pairs):,} pairs, {words:,} words"
+
+
 def run_config(p: argparse.ArgumentParser, args: argparse.Namespace, stored: Optional[dict]):
     """The TrainConfig of the flags given, the corpus recipe and, when resuming, the stored
     run's model; a usage error naming the flag for a bad value."""
-    from .training import TrainConfig
+    from .training import UNTIL_BUDGET, TrainConfig
 
     fields = set(TrainConfig.__dataclass_fields__)
     given = {k: v for k, v in vars(args).items() if k in fields}
@@ -130,11 +152,23 @@ def run_config(p: argparse.ArgumentParser, args: argparse.Namespace, stored: Opt
         p.error(f"--train-file: no such file: {given['train_file']}")
     values: Dict[str, Any] = {}
     if "corpus" in given or "train_file" in given:
-        recipe = RECIPES["corpus"]
+        recipe = dict(RECIPES["corpus"])
         own_model = "preset" not in given and stored is None
+        if given.get("train_file") is not None:
+            try:
+                fit, size = fitted_to(given["train_file"])
+            except ValueError as e:
+                p.error(f"--train-file: {e}")
+            recipe.update(fit)
+            chosen = [f"{flag(k)} {v}" for k, v in fit.items()
+                      if k not in given and (own_model or k not in MODEL_FIELDS)]
+            print(f"your corpus: {size}: " + (" ".join(chosen) + " (fitted to its size; flags "
+                  "given win)" if chosen else "the corpus recipe as it is"), flush=True)
         values = {k: v for k, v in recipe.items() if own_model or k not in MODEL_FIELDS}
     if stored is not None:
         values.update({k: stored[k] for k in ("preset", *MODEL_FIELDS)})
+    if "time_budget" in given and "steps" not in given:
+        values["steps"] = UNTIL_BUDGET  # the budget ends the run, not a step count
     values.update(given, progress=given.get("progress", True))
     try:
         return TrainConfig(**values)
@@ -175,7 +209,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .checkpoint import CheckpointError, load_checkpoint
     from .config import TransformerConfig
     from .tokenizers import tokenizer_from_dict
-    from .training import (bf16_problem, init_distributed, prepare,
+    from .training import (UNTIL_BUDGET, bf16_problem, init_distributed, prepare,
                            resume_differences)
 
     p = build_parser()
@@ -278,14 +312,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     print(f"trained steps {first + 1}-{trainer.step} in {time.perf_counter() - start:.1f} s "
           "(validation included)")
+    of = "" if config.steps == UNTIL_BUDGET else f" of {config.steps}"
     if trainer.stop_signal is not None:
         name = signal.Signals(trainer.stop_signal).name
-        print(f"{name}: stopped after step {trainer.step} of {config.steps}; checkpoint {path}. "
+        print(f"{name}: stopped after step {trainer.step}{of}; checkpoint {path}. "
               f"Resume with: {resume_command(argv)}", file=sys.stderr)
         return 128 + trainer.stop_signal
     if trainer.budget_spent:
         print(f"time budget of {config.time_budget:g} min spent: stopped after step "
-              f"{trainer.step} of {config.steps}. To go on: {resume_command(argv)}")
+              f"{trainer.step}{of}. To go on: {resume_command(argv)}")
     if run.test_pairs:
         exit_on_signal(f"training had finished; checkpoint {path} (step {trainer.step}) is "
                        "complete (the test set was not scored)")

@@ -161,6 +161,9 @@ MODEL_FIELDS = ("preset", "d_model", "layers", "heads", "d_ff", "d_k", "dropout"
                 "norm_first", "positions")
 
 
+UNTIL_BUDGET = 10**9  # steps of a run that its time_budget ends (the command line's default)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run: what it trains on, which model, and how. The fields are the
@@ -640,7 +643,8 @@ class Trainer:
     def progress_bar(self) -> Any:
         from tqdm import tqdm
 
-        return tqdm(total=self.config.steps, initial=self.step, unit="step", desc="train",
+        total = None if self.config.steps == UNTIL_BUDGET else self.config.steps
+        return tqdm(total=total, initial=self.step, unit="step", desc="train",
                     disable=not (self.config.progress and self.dist.is_main),
                     mininterval=0.1 if sys.stderr.isatty() else 2.0)
 
