@@ -161,7 +161,7 @@ def run(name: str, flags: str, files: Dict[str, Path], out: Path, args) -> List[
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    print(f"# {name}: {shlex.join(cmd[3:])}", flush=True)
+    print(f"# {name}: {shlex.join(cmd[1:])}", flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(

@@ -50,9 +50,9 @@ def test_attention_heads_draw_each_head_with_its_tokens():
     fig = plotting.attention_heads(w, TOKENS)
     heads = panels(fig)
     assert len(heads) == 4 and len(fig.axes) == 5  # one shared colour bar
-    for ax in heads:  # tick labels on every panel
-        assert [t.get_text() for t in ax.get_yticklabels()] == TOKENS
+    for k, ax in enumerate(heads):  # keys under every panel, queries beside each row
         assert [t.get_text() for t in ax.get_xticklabels()] == TOKENS
+        assert [t.get_text() for t in ax.get_yticklabels()] == (TOKENS if k == 0 else [])
     torch.testing.assert_close(torch.as_tensor(heads[3].images[0].get_array().data), w[0, 3])
     layers = [torch.rand(1, 2, 3, 5).softmax(-1) for _ in range(3)]  # 3 layers, 2 heads
     fig = plotting.attention_heads(layers, TOKENS[:3], TOKENS, query_label="q", key_label="k")
@@ -62,6 +62,58 @@ def test_attention_heads_draw_each_head_with_its_tokens():
     )
     with pytest.raises(ValueError, match="key tokens"):
         plotting.attention_heads(layers, TOKENS[:3], TOKENS[:4])
+
+
+def test_one_head_up_close_keeps_its_number_and_its_weights():
+    layers = [torch.rand(1, 4, 3, 5).softmax(-1) for _ in range(2)]  # 2 layers, 4 heads
+    fig = plotting.attention_heads(layers[1], TOKENS[:3], TOKENS, heads=[3], row_labels=["layer 2"])
+    (panel,) = panels(fig)
+    assert panel.get_title() == "layer 2, head 3"
+    torch.testing.assert_close(torch.as_tensor(panel.images[0].get_array().data), layers[1][0, 2])
+    fig = plotting.attention_heads(layers, TOKENS[:3], TOKENS, heads=[4, 1])
+    assert [ax.get_title() for ax in panels(fig)] == [
+        "layer 1, head 4",
+        "layer 1, head 1",
+        "layer 2, head 4",
+        "layer 2, head 1",
+    ]
+    for bad in ([0], [5], []):
+        with pytest.raises(ValueError, match="heads"):
+            plotting.attention_heads(layers, TOKENS[:3], TOKENS, heads=bad)
+
+
+def test_in_the_series_style_every_text_of_a_figure_is_at_least_the_style_size():
+    """Tick labels, legends and titles of the library's figures are no smaller than the
+    style's text (what the slides' readability rests on), and a heatmap's rows and columns
+    are as wide as its labels are tall, however many and however long its tokens."""
+    short = [f"t{i}" for i in range(20)]
+    long = [f"a_longer_token_{i}→x" for i in range(12)]
+    table = sinusoidal_table(40, 16)
+    size = plotting.STYLE["font.size"]
+    with plt.style.context(plotting.STYLE):
+        heatmaps = [
+            plotting.attention_heads(torch.rand(2, 4, 20, 20), short, columns=4, cell=0.1),
+            plotting.attention_heads(torch.rand(1, 4, 12, 6), long, short[:6], columns=2),
+            plotting.attention_heads(torch.rand(4, 6, 12), short[:6], long, heads=[1, 3]),
+        ]
+        figures = heatmaps + [
+            plotting.positional_curves(table, dims=[0, 1]),
+            plotting.positional_similarity(table, 3),
+            plotting.mask_grid(causal_mask(20), short),
+            plotting.per_layer_lines({"a": [1.0, 2.0], "b": [2.0, 1.0]}),
+        ]
+        for fig in figures:
+            fig.canvas.draw()
+            sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
+            assert min(sizes) >= size, (fig, min(sizes))
+        for fig in heatmaps:
+            px = size * fig.dpi / 72  # the labels' height in pixels
+            for ax in panels(fig):
+                box, (t_q, t_k) = ax.get_window_extent(), ax.images[0].get_array().shape
+                assert box.height / t_q >= px and box.width / t_k >= px, (box, t_q, t_k)
+            drawn = [ax.get_tightbbox() for ax in panels(fig)]  # each panel with its labels
+            for i, a in enumerate(drawn):
+                assert not [b for b in drawn[i + 1 :] if a.overlaps(b)], "panels overlap"
 
 
 def test_mask_grid_draws_the_mask():

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+STYLE_PT = 13  # transformer_lib.plotting.STYLE's text (tests/test_figures.py holds it there)
 LESSON = sorted(NOTEBOOKS.glob("0[1-9]_*.ipynb"))
 BEYOND = sorted(NOTEBOOKS.glob("1[2-9]_*.ipynb"))  # after the capstone and the appendix
 WITH_EXERCISES = LESSON + sorted(NOTEBOOKS.glob("*capstone*.ipynb")) + BEYOND
@@ -51,6 +52,29 @@ def test_the_lesson_holds_at_most_460_cells():
     counts = {p.name: len(cells(p)) for p in LESSON}
     print(counts, sum(counts.values()))
     assert len(LESSON) == 9 and sum(counts.values()) <= 460
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_notebook_that_draws_sets_the_series_style_before_its_first_figure(path):
+    """Figures drawn in the style's 13-pt text are what lets them read when projected."""
+    code = [c for c in cells(path) if c["cell_type"] == "code"]
+    drawn = [
+        i
+        for i, c in enumerate(code)
+        if any("image/png" in o.get("data", {}) for o in c.get("outputs", []))
+    ]
+    styled = [
+        i
+        for i, c in enumerate(code)
+        if re.search(r"^plt\.style\.use\((plotting\.)?STYLE\)", source(c), re.M)
+    ]
+    if drawn:
+        assert styled and styled[0] < drawn[0], f"{path.name}: no plt.style.use(STYLE) first"
+    sizes = [
+        m.group(1) for c in code for m in re.finditer(r"fontsize=(\"[\w-]+\"|[\d.]+)", source(c))
+    ]
+    smaller = [v for v in sizes if "small" in v or v[0].isdigit() and float(v) < STYLE_PT]
+    assert smaller == [], f"{path.name}: text below the style's {STYLE_PT} pt: {smaller}"
 
 
 @pytest.mark.parametrize("path", LESSON + BEYOND, ids=lambda p: p.stem)

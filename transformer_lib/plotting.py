@@ -3,10 +3,13 @@ heatmaps per layer and head (§3.2.2, Figures 3-5), and per-layer curves of whol
 
 Every function returns the ``Figure`` it drew and never calls ``plt.show()``; pass ``ax=``
 to draw into an existing axes instead of a new figure.
+
+``STYLE``, set by every notebook that draws (``plt.style.use(plotting.STYLE)``): 13-point
+text, 18 pixels at 100 dpi, that still reads when a figure is projected; nothing here is smaller.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -15,6 +18,9 @@ from matplotlib.figure import Figure
 from .checks import check_int
 
 Tensor = torch.Tensor
+STYLE: Dict[str, Any] = {"font.size": 13, "figure.dpi": 100, "axes.titlesize": "medium",
+                         "figure.titlesize": "medium"}
+LABEL_INCHES = STYLE["font.size"] / 72 / 0.8  # a heatmap cell per token: its label and a gap
 
 
 def _as_2d(x, name: str) -> Tensor:
@@ -33,10 +39,10 @@ def _axes(ax, figsize):
     return ax.figure, ax
 
 
-def label_axes(ax, tokens_q, tokens_k, fontsize: Optional[float] = None) -> None:
+def label_axes(ax, tokens_q, tokens_k) -> None:
     """Key tokens under the columns, query tokens beside the rows."""
-    ax.set_xticks(range(len(tokens_k)), tokens_k, rotation=90, fontsize=fontsize)
-    ax.set_yticks(range(len(tokens_q)), tokens_q, fontsize=fontsize)
+    ax.set_xticks(range(len(tokens_k)), tokens_k, rotation=90)
+    ax.set_yticks(range(len(tokens_q)), tokens_q)
 
 
 def positional_heatmap(table, ax=None, title: str = "Sinusoidal positional encoding") -> Figure:
@@ -65,8 +71,8 @@ def positional_curves(table, dims: Sequence[int], ax=None,
     for d in dims:
         ax.plot(x.numpy(), table[:, d].numpy(), label=f"dim {d}")
     ax.set(xlabel="position", ylabel="PE[position, dim]")
-    ax.set_title(title, fontsize="medium")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return fig
 
 
@@ -81,8 +87,8 @@ def positional_similarity(table, position: int, ax=None, title: Optional[str] = 
     ax.plot(distance.numpy(), sims.numpy(), label=f"PE[{position}] · PE[{position} + k]")
     ax.axhline(table.shape[1] / 2, color="grey", linestyle=":", label="D / 2 (at k = 0)")
     ax.set(xlabel="distance k (positions)", ylabel="dot product")
-    ax.set_title(title or "Similarity against distance", fontsize="medium")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.set_title(title or "Similarity against distance")
+    ax.legend(loc="upper right")
     return fig
 
 
@@ -107,24 +113,26 @@ def mask_grid(mask, tokens_q: Optional[Sequence[str]] = None,
         tokens_k = tokens_q if t_q == t_k else [str(j) for j in range(t_k)]
     label_axes(ax, tokens_q, list(tokens_k))
     ax.set(xlabel="key position", ylabel="query position")
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(title)
     return fig
 
 
 def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequence[str]] = None,
                     row_labels: Optional[Sequence[str]] = None, title: Optional[str] = None,
-                    vmax: Optional[float] = 1.0, cell: float = 0.3, *,
-                    columns: Optional[int] = None, per_row: bool = False,
-                    query_label: str = "query", key_label: str = "key") -> Figure:
+                    vmax: Optional[float] = 1.0, cell: float = LABEL_INCHES, *,
+                    columns: Optional[int] = None, heads: Optional[Sequence[int]] = None,
+                    per_row: bool = False, query_label: str = "query", key_label: str = "key"):
     """A grid of attention heatmaps, one panel per layer and head, each with its tokens.
 
     ``weights``: (H, T_q, T_k), (L, H, T_q, T_k) or a list of per-layer (1, H, T_q, T_k)
     (a model's ``need_weights`` output for one sentence). Rows are queries (``tokens_q``),
     columns keys (``tokens_k``, default ``tokens_q``); one colour scale [0, vmax] (None: the
     largest weight). ``columns``: panels per row (default: one per head; the layers, named
-    by ``row_labels``, below one another). ``cell``: inches per token, raised so that every
-    panel is at least 1.8 inches. ``per_row``: divide each query's weights by their maximum,
-    so that a row with one dominant key does not wash out the others.
+    by ``row_labels``, below one another). ``heads``: draw only these heads (numbered from
+    1, as the panels' titles number them), e.g. one head up close. ``cell``: inches per
+    token, raised so that every panel is at least 1.8 inches and every token's label fits
+    its row at the style's text size. ``per_row``: divide each query's weights by their
+    maximum, so that a row with one dominant key does not wash out the others.
     """
     if isinstance(weights, (list, tuple)):
         weights = torch.stack([torch.as_tensor(w).detach().cpu().reshape(w.shape[-3:])
@@ -139,20 +147,29 @@ def attention_heads(weights, tokens_q: Sequence[str], tokens_k: Optional[Sequenc
     if per_row:
         w, vmax = w / w.amax(dim=-1, keepdim=True).clamp_min(1e-12), 1.0
     vmax = float(w.max()) if vmax is None else vmax
+    numbers = list(range(1, w.shape[1] + 1)) if heads is None else list(heads)
+    if not numbers or any(not 1 <= int(n) <= w.shape[1] for n in numbers):
+        raise ValueError(f"heads must hold head numbers in [1, {w.shape[1]}], got {heads}")
+    w = w[:, [int(n) - 1 for n in numbers]]
     n_layers, n_heads, t_q, t_k = w.shape
     n_cols = n_heads if columns is None else min(check_int(columns, "columns", 1), n_layers * n_heads)
     n_rows = -(-n_layers * n_heads // n_cols)
-    scale = max(cell, 1.8 / max(t_q, t_k), 8.0 / (0.8 * 72))   # tick labels >= 8 points
-    size = (scale * t_k * n_cols + 2.1, (scale * t_q + 0.9) * n_rows + 0.3 * bool(title) + 0.6)
+    scale = max(cell, 1.8 / max(t_q, t_k), LABEL_INCHES)
+    char, line = 0.65 * STYLE["font.size"] / 72, 1.6 * STYLE["font.size"] / 72   # inches
+    beside = char * max(map(len, tokens_q)) + 0.35              # the query labels of a row
+    under = char * max(map(len, tokens_k)) + 0.35               # its key labels
+    size = (n_cols * (scale * t_k + 0.3) + beside + 2 * line + 0.8,  # + colour bar, y label
+            n_rows * (scale * t_q + under + line) + line * (1 + bool(title)))
     fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, layout="constrained")
     for i in range(n_layers * n_heads):
         layer, head = divmod(i, n_heads)
         ax = axes.flat[i]
         im = ax.imshow(w[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=vmax)
-        label_axes(ax, tokens_q, tokens_k, fontsize=min(10.0, 0.8 * 72 * scale))
+        label_axes(ax, tokens_q, tokens_k)
+        ax.tick_params(labelleft=i % n_cols == 0)               # a row's panels share queries
         name = row_labels[layer] if row_labels is not None else f"layer {layer + 1}"
-        ax.set_title(f"{name}, head {head + 1}" if n_layers > 1 else f"head {head + 1}",
-                     fontsize="medium")
+        number = numbers[head]
+        ax.set_title(f"{name}, head {number}" if n_layers > 1 or row_labels else f"head {number}")
     for ax in axes.flat[n_layers * n_heads:]:
         ax.axis("off")
     fig.colorbar(im, ax=axes, shrink=0.8,
@@ -177,7 +194,7 @@ def per_layer_lines(series: Dict[str, Sequence[float]], ax=None,
     if log:
         ax.set_yscale("log")
     ax.set(xlabel=layer_label, ylabel=ylabel)
-    ax.set_title(title, fontsize="medium")
+    ax.set_title(title)
     ax.legend()
     ax.grid(alpha=0.3)
     return fig
