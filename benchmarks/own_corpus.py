@@ -129,7 +129,7 @@ def build(lang: str, cache: Path) -> Dict[str, List[Tuple[str, str]]]:
     seen: Dict[str, str] = {}
     for wheel in wheels:
         for en, other in wheel_pairs(wheel, lang):
-            if KEEP.match(en) and KEEP.match(other) and en not in seen and en.lower() != "":
+            if KEEP.match(en) and KEEP.match(other) and en not in seen:
                 seen[en] = other
     splits: Dict[str, List[Tuple[str, str]]] = {"train": [], "valid": [], "test": []}
     for en, other in seen.items():
