@@ -1,7 +1,9 @@
 """Draw images/transformer_architecture.svg: the encoder-decoder of §3 (Figure 1's content).
 
 Run from the repository root: ``python images/make_architecture.py``. The script checks, before
-it writes the file, that every label fits inside its box.
+it writes the file, that every label fits inside its box. The figure is landscape and its text
+14 pt, so that on a 1280 x 720 slide (where it is drawn at about its own size) every label reads
+at 18 px or more; the output head sits beside the decoder rather than above it to keep it low.
 """
 
 from pathlib import Path
@@ -23,34 +25,36 @@ COLOURS = {
     "pos": "#ffffff",
     "out": "#cfe8c6",
 }
-INK = "#333333"
-ENC_X, DEC_X = 3.0, 7.0  # the centres of the two columns
-WIDTH = 2.5  # width of a sub-layer box
-SIDE = 1.45  # distance of a residual line from its column's centre
-FRAME = 1.65  # half-width of the grey frame of a stack
-STEP = 1.6  # height of one (sub-layer, Add & Norm) pair
+INK, GREY = "#333333", "#555555"
+TEXT = 14  # points: 18.7 px at the slide's scale; nothing in the figure is smaller
+SIZE = (12.0, 5.7)  # inches, and the axes' units: one unit is one inch
+ENC_X, DEC_X, HEAD_X = 3.3, 7.6, 10.95  # the centres of the columns
+WIDTH = 2.7  # width of a sub-layer box
+SIDE = 1.55  # distance of a residual line from its column's centre
+FRAME = 1.75  # half-width of the grey frame of a stack
+SUB_H, NORM_H = 0.62, 0.38  # heights of a sub-layer box and of an Add & Norm box
 BOXES = []  # (patch, text) of every box: their fit is checked before saving
 
 
-def box(ax, x, y, w, h, text, kind, fontsize=8.5):
+def box(ax, x, y, w, h, text, kind):
     patch = FancyBboxPatch(
         (x - w / 2, y - h / 2),
         w,
         h,
-        boxstyle="round,pad=0,rounding_size=0.1",
+        boxstyle="round,pad=0,rounding_size=0.08",
         fc=COLOURS[kind],
         ec=INK,
         lw=1,
     )
     ax.add_patch(patch)
-    label = ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, linespacing=1.15)
+    label = ax.text(x, y, text, ha="center", va="center", fontsize=TEXT, linespacing=1.1)
     BOXES.append((patch, label))
 
 
 def arrow(ax, xy0, xy1):
     ax.add_patch(
         FancyArrowPatch(
-            xy0, xy1, arrowstyle="-|>", mutation_scale=10, lw=1, color=INK, shrinkA=0, shrinkB=0
+            xy0, xy1, arrowstyle="-|>", mutation_scale=11, lw=1, color=INK, shrinkA=0, shrinkB=0
         )
     )
 
@@ -59,21 +63,20 @@ def line(ax, xs, ys):
     ax.plot(xs, ys, color=INK, lw=1, solid_capstyle="butt")
 
 
-def frame(ax, x, y0, y1, label, label_x, ha):
-    """The grey frame of a stack of N identical layers, with its "N ×"."""
+def frame(ax, x, y0, y1):
+    """The grey frame of a stack of N identical layers."""
     ax.add_patch(
         FancyBboxPatch(
             (x - FRAME, y0),
             2 * FRAME,
             y1 - y0,
-            boxstyle="round,pad=0,rounding_size=0.15",
+            boxstyle="round,pad=0,rounding_size=0.12",
             fc="#f2f2f2",
             ec="#777777",
             lw=1,
             zorder=-1,
         )
     )
-    ax.text(label_x, (y0 + y1) / 2, label, ha=ha, va="center", fontsize=12)
 
 
 def sublayers(ax, x, y, names, side):
@@ -81,32 +84,35 @@ def sublayers(ax, x, y, names, side):
     ``side`` (-1 left, +1 right). Returns the y of each sub-layer's centre and the top."""
     centres, start = [], y
     for text, kind in names:
-        centre = y + 0.55
-        arrow(ax, (x, start), (x, y + 0.275))  # into the sub-layer
-        box(ax, x, centre, WIDTH, 0.55, text, kind)
-        arrow(ax, (x, y + 0.825), (x, y + 1.05))  # into Add & Norm
-        box(ax, x, y + 1.25, WIDTH, 0.4, "Add & Norm", "norm")
+        low = y + 0.12  # the sub-layer's bottom edge
+        arrow(ax, (x, start), (x, low))  # into the sub-layer
+        box(ax, x, low + SUB_H / 2, WIDTH, SUB_H, text, kind)
+        norm = low + SUB_H + 0.14 + NORM_H / 2
+        arrow(ax, (x, low + SUB_H), (x, norm - NORM_H / 2))  # into Add & Norm
+        box(ax, x, norm, WIDTH, NORM_H, "Add & Norm", "norm")
         xs = x + side * SIDE  # the residual: around the sub-layer, into Add & Norm's side
-        line(ax, [x, xs, xs], [y + 0.12, y + 0.12, y + 1.25])
-        arrow(ax, (xs, y + 1.25), (x + side * WIDTH / 2, y + 1.25))
-        centres.append(centre)
-        start, y = y + 1.45, y + STEP
+        line(ax, [x, xs, xs], [y + 0.05, y + 0.05, norm])
+        arrow(ax, (xs, norm), (x + side * WIDTH / 2, norm))
+        centres.append(low + SUB_H / 2)
+        start, y = norm + NORM_H / 2, norm + NORM_H / 2 + 0.08
     return centres, start
 
 
-def bottom(ax, x, label, side):
-    """Input label, embedding, and the sum with the positional encoding (⊕)."""
-    ax.text(x, 0.3, label, ha="center", va="center", fontsize=9)
-    arrow(ax, (x, 0.45), (x, 0.85))
-    box(ax, x, 1.1, WIDTH, 0.5, "Embedding × √d_model", "embed")
-    arrow(ax, (x, 1.35), (x, 1.77))
-    ax.add_patch(Circle((x, 1.95), 0.18, fc="white", ec=INK, lw=1))  # ⊕, drawn
-    line(ax, [x - 0.1, x + 0.1], [1.95, 1.95])
-    line(ax, [x, x], [1.85, 2.05])
-    pe_x = x + side * 2.05
-    box(ax, pe_x, 1.95, 1.35, 0.55, "Positional\nencoding", "pos")
-    arrow(ax, (pe_x - side * 0.675, 1.95), (x + side * 0.18, 1.95))  # PE -> ⊕
-    line(ax, [x, x], [2.13, 2.5])  # on into the stack
+def bottom(ax, x, label, pe_x):
+    """Input label, embedding, and the sum with the positional encoding (⊕) from the box at
+    ``pe_x``. Returns the y where the stack begins."""
+    ax.text(x, 0.12, label, ha="center", va="center", fontsize=TEXT)
+    arrow(ax, (x, 0.27), (x, 0.45))
+    box(ax, x, 0.66, WIDTH, 0.42, "Embedding × √d_model", "embed")
+    arrow(ax, (x, 0.87), (x, 1.04))
+    ax.add_patch(Circle((x, 1.17), 0.13, fc="white", ec=INK, lw=1))  # ⊕, drawn
+    line(ax, [x - 0.08, x + 0.08], [1.17, 1.17])
+    line(ax, [x, x], [1.09, 1.25])
+    side = 1 if pe_x > x else -1
+    box(ax, pe_x, 1.17, 1.5, 0.62, "Positional\nencoding", "pos")
+    arrow(ax, (pe_x - side * 0.75, 1.17), (x + side * 0.13, 1.17))  # PE -> ⊕
+    line(ax, [x, x], [1.3, 1.42])  # on into the stack
+    return 1.42
 
 
 def check_fit(fig):
@@ -126,27 +132,27 @@ def check_fit(fig):
 
 def main(path: Path) -> None:
     BOXES.clear()
-    fig, ax = plt.subplots(figsize=(7.5, 8.25))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(0, 11)
+    fig, ax = plt.subplots(figsize=SIZE)
+    ax.set_xlim(0, SIZE[0])
+    ax.set_ylim(0, SIZE[1])
     ax.set_aspect("equal")
     fig.subplots_adjust(0, 0, 1, 1)
     ax.axis("off")
 
-    bottom(ax, ENC_X, "inputs (source ids)", side=-1)
-    bottom(ax, DEC_X, "outputs, shifted right (target ids)", side=1)
+    y0 = bottom(ax, ENC_X, "inputs (source ids)", pe_x=0.8)
+    bottom(ax, DEC_X, "outputs, shifted right (target ids)", pe_x=HEAD_X)
 
     # encoder: self-attention and feed-forward, N times
-    frame(ax, ENC_X, 2.35, 5.7, "N ×", ENC_X - FRAME - 0.15, "right")
     _, top_e = sublayers(
-        ax, ENC_X, 2.5, [("Multi-Head\nSelf-Attention", "attn"), ("Feed Forward", "ff")], -1
+        ax, ENC_X, y0, [("Multi-Head\nSelf-Attention", "attn"), ("Feed Forward", "ff")], -1
     )
+    frame(ax, ENC_X, y0 - 0.04, top_e + 0.1)
+    ax.text(ENC_X - FRAME - 0.1, y0 + 0.3, "N ×", ha="right", va="center", fontsize=TEXT)
     # decoder: masked self-attention, cross-attention, feed-forward, N times
-    frame(ax, DEC_X, 2.35, 7.3, "× N", DEC_X + FRAME + 0.15, "left")
     (_, cross_y, _), top_d = sublayers(
         ax,
         DEC_X,
-        2.5,
+        y0,
         [
             ("Masked Multi-Head\nSelf-Attention", "attn"),
             ("Multi-Head\nCross-Attention", "attn"),
@@ -154,45 +160,35 @@ def main(path: Path) -> None:
         ],
         1,
     )
+    frame(ax, DEC_X, y0 - 0.04, top_d + 0.1)
+    ax.text(DEC_X + FRAME + 0.1, y0 + 0.3, "× N", ha="left", va="center", fontsize=TEXT)
+
     # the encoder's output (memory): keys and values of every cross-attention
     mid = (ENC_X + FRAME + DEC_X - FRAME) / 2
-    line(ax, [ENC_X, ENC_X, mid, mid], [top_e, 6.15, 6.15, cross_y])
+    rise = top_e + 0.27
+    line(ax, [ENC_X, ENC_X, mid, mid], [top_e, rise, rise, cross_y])
     arrow(ax, (mid, cross_y), (DEC_X - WIDTH / 2, cross_y))
-    ax.text(
-        (ENC_X + mid) / 2,
-        6.25,
-        "encoder output:\nkeys and values",
-        ha="center",
-        va="bottom",
-        fontsize=8,
-    )
+    ax.text(ENC_X, rise + 0.06, "encoder output:\nkeys and values", ha="center", va="bottom",
+            fontsize=TEXT, linespacing=1.1)  # fmt: skip
 
-    # output head
-    arrow(ax, (DEC_X, top_d), (DEC_X, 7.7))
-    box(ax, DEC_X, 7.95, WIDTH, 0.5, "Linear", "out")
-    arrow(ax, (DEC_X, 8.2), (DEC_X, 8.55))
-    box(ax, DEC_X, 8.8, WIDTH, 0.5, "Softmax", "out")
-    arrow(ax, (DEC_X, 9.05), (DEC_X, 9.4))
-    ax.text(DEC_X, 9.5, "next-token probabilities", ha="center", va="bottom", fontsize=9)
-    ax.text(
-        DEC_X - WIDTH / 2 - 0.15,
-        7.95,
-        "weights shared with\nthe embeddings (§3.4)",
-        ha="right",
-        va="center",
-        fontsize=8,
-        color="#555555",
-    )
+    # output head, beside the decoder: Linear, then softmax, downwards
+    over = top_d + 0.25
+    line(ax, [DEC_X, DEC_X, HEAD_X], [top_d, over, over])
+    arrow(ax, (HEAD_X, over), (HEAD_X, over - 0.3))
+    box(ax, HEAD_X, over - 0.51, 1.7, 0.42, "Linear", "out")
+    arrow(ax, (HEAD_X, over - 0.72), (HEAD_X, over - 0.95))
+    box(ax, HEAD_X, over - 1.16, 1.7, 0.42, "Softmax", "out")
+    arrow(ax, (HEAD_X, over - 1.37), (HEAD_X, over - 1.6))
+    ax.text(HEAD_X, over - 1.65, "next-token\nprobabilities", ha="center", va="top",
+            fontsize=TEXT, linespacing=1.1)  # fmt: skip
+    ax.text(HEAD_X, 1.75, "Linear shares\nits weights with\nthe embeddings\n(§3.4)",
+            ha="center", va="bottom", fontsize=TEXT, color=GREY, linespacing=1.1)  # fmt: skip
 
-    ax.text(5.0, 10.65, "The Transformer (Vaswani et al., 2017, §3)", ha="center", fontsize=12)
-    ax.text(
-        5.0,
-        10.2,
-        "masks: padding in every attention; causal in the decoder's self-attention",
-        ha="center",
-        fontsize=8.5,
-        color="#555555",
-    )
+    ax.text(0.1, SIZE[1] - 0.05, "The Transformer (Vaswani et al., 2017, §3)", ha="left",
+            va="top", fontsize=TEXT + 2)  # fmt: skip
+    ax.text(0.1, SIZE[1] - 0.4, "masks: padding in every attention,\ncausal in the decoder's "
+            "self-attention", ha="left", va="top", fontsize=TEXT, color=GREY,
+            linespacing=1.1)  # fmt: skip
     fig.canvas.draw()
     check_fit(fig)
     fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
