@@ -48,6 +48,9 @@ def test_kit_has_its_parts():
     with zipfile.ZipFile(out / "transformer-series-student.zip") as z:
         assert any(n.endswith("notebooks/03_attention.ipynb") for n in z.namelist())
     assert not (out / "grading" / "release").exists()  # the bundle's notebooks are those
+    readme = (out / "README.md").read_text(encoding="utf-8")  # built without handouts here
+    assert not (out / "handouts").exists() and "No `handouts/` in this kit" in readme
+    assert "- `handouts/`: each deck" in build_course.kit_readme({}, 0, handouts_made=True)
     print(build_log().strip().splitlines()[-1])  # "built ... in N s (M MB)"
 
 

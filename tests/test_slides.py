@@ -123,6 +123,25 @@ def test_a_figure_has_a_screen_of_its_own_under_its_sections_heading():
     assert out[5]["metadata"]["transient"]["remove_source"]
 
 
+def test_a_lead_in_opens_the_screen_of_the_figure_it_introduces():
+    """A short "...:" sentence before a figure is on the figure's screen, not alone on one."""
+    png = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBORw0KGgo="}}
+    figure = {"cell_type": "code", "metadata": {}, "source": "plot()", "outputs": [png]}
+    cells = [md("# 01 · T"), md("## 1. A\n\nSome words."), md("One head, up close:"), figure]
+    out = [
+        c
+        for c in slide_deck.prepare({"cells": cells, "metadata": {}}, "01_embedding")["cells"]
+        if kind(c) != "notes"
+    ]
+    assert [(kind(c), mark_slides.source(c)[:20]) for c in out] == [
+        ("slide", "# 01 · T"),
+        ("slide", "## 1. A\n\nSome words."),
+        ("subslide", "### 1. A (continued)"),
+        ("-", "One head, up close:"),
+        ("fragment", "plot()"),
+    ]
+
+
 def test_an_explorer_becomes_a_line_pointing_to_the_notebook():
     widget = {
         "output_type": "display_data",
@@ -416,11 +435,6 @@ def test_every_figure_is_drawn_large_enough_for_its_text_to_read(walked):
     assert small == [], f"{len(small)} of {figures} figures read small:\n" + "\n".join(small)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the architecture diagram (images/make_architecture.py) labels its boxes at 8-12 pt "
-    "on a portrait page, about 8 px on a slide: open, to be redrawn landscape with larger text",
-)
 def test_every_diagram_is_drawn_large_enough_for_its_text_to_read(walked):
     """An SVG diagram's smallest text (its font-size, in the SVG's own units) at the size the
     slide draws it must be 18 px too."""

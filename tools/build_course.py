@@ -48,8 +48,14 @@ DEFAULT_OUT = ROOT / "build" / "course"
 MARKER = ".course-kit"
 
 
-def kit_readme(counts: Dict[str, int], n_exercises: int) -> str:
+def kit_readme(counts: Dict[str, int], n_exercises: int, handouts_made: bool = True) -> str:
     decks = "\n".join(f"| `slides/{name}.slides.html` | {n} |" for name, n in counts.items())
+    pdfs = (
+        "`handouts/`: each deck (a page per slide) and each students' notebook as a PDF."
+        if handouts_made
+        else "No `handouts/` in this kit: it was built without them (`--no-handouts`, or no "
+        "Chromium);\n  `bash dev.sh course` with Chromium installed prints them."
+    )
     return f"""# Teaching kit
 
 Built by `bash dev.sh course` from the notebooks of the repository; rebuild it after they change.
@@ -74,8 +80,7 @@ Built by `bash dev.sh course` from the notebooks of the repository; rebuild it a
   `student\\.venv\\Scripts\\jupyter lab instructor\\notebooks`).
 - `grading/`: the nbgrader course the students' version comes from; its `README.md` says how
   to set it up from this kit, collect the submissions, autograde them and export the scores.
-- `handouts/`: each deck (a page per slide) and each students' notebook as a PDF (not made
-  with `--no-handouts` or without Chromium).
+- {pdfs}
 
 | deck | slides |
 |---|---|
@@ -160,7 +165,8 @@ def build(
     n_exercises = build_instructor(nbs, paths + appendices(notebooks), out / "instructor", log)
     if make_handouts:
         build_handouts(out, list(nbs), log)
-    (out / "README.md").write_text(kit_readme(counts, n_exercises), encoding="utf-8")
+    made = (out / "handouts").is_dir()
+    (out / "README.md").write_text(kit_readme(counts, n_exercises, made), encoding="utf-8")
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     log(f"built {out} in {time.perf_counter() - start:.1f} s ({size / 1e6:.0f} MB)")
     return counts

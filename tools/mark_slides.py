@@ -10,8 +10,9 @@ Each cell's type comes from the rules on its content and the per-notebook overri
 (here): a shown cell that does not fit on the current 1280 x 720 screen (heights of
 ``tools/slide_screen.py``) opens a new subslide, a short lead-in moves with the code it
 introduces, a short caption stays with its figure, a grid of attention weights has a screen
-of its own. ``tools/slide_deck.py`` does at build time what cell metadata cannot say
-(sections that start mid-cell, screens taller than a slide, explorers, speaker notes).
+of its own (in the decks every figure does, with its lead-in). ``tools/slide_deck.py`` does
+at build time what cell metadata cannot say (sections that start mid-cell, screens taller
+than a slide, explorers, speaker notes).
 
 The marking depends only on the cells' sources, outputs and tags, never on the metadata it
 writes, so running it again changes nothing; and it changes nothing but each cell's
@@ -123,17 +124,20 @@ def slide_types(
 
     ``forced`` maps the indices of continuation pieces (cut by the deck's build) to their
     type; a piece after a skipped or noted one is skipped or noted with it. A grid of
-    heatmaps has a screen of its own; with ``own_screens`` (the decks), every figure does."""
+    heatmaps has a screen of its own; with ``own_screens`` (the decks), every figure does, opened
+    by the short lead-in that introduces it."""
     cells = nb["cells"]
     ruled = with_forced(ruled_types(nb, overrides), forced)
     types: List[str] = []
-    after_figure, used = False, 0.0
+    after_figure, used, led = False, 0.0, -1
     for index, cell in enumerate(cells):
         text = source(cell).strip()
         kind, nxt = ruled[index], lead_in_target(cells, ruled, index)
         fixed = any(text.startswith(o["starts_with"]) for o in overrides)
         if nxt is not None and ruled[nxt] == "skip" and text.endswith(":") and not fixed:
             kind = "skip"  # it introduces a cell that is not shown
+        # with own_screens, a figure's screen opens with the lead-in that introduces it
+        leads = own_screens and nxt is not None and ruled[nxt] != "skip" and has_figure(cells[nxt])
         h = screen_height(cell)
         caption = after_figure and cell["cell_type"] == "markdown" and len(text) <= CAPTION_CHARS
         # a short lead-in stays on the screen of the code it introduces
@@ -142,10 +146,11 @@ def slide_types(
             if nxt is not None and ruled[nxt] != "skip" and not caption
             else 0
         )
-        alone = has_figure(cell) if own_screens else is_heatmap(cell)
+        alone = (has_figure(cell) and led != index - 1) if own_screens else is_heatmap(cell)
         opens = cell["cell_type"] == "markdown" and text.startswith("#")
         extra = HEADING[3] if own_screens and not opens else 0.0
-        kind, used = fit(kind, h, needed, caption, used, alone, extra)
+        kind, used = fit(kind, h, needed, caption, used, alone or leads, extra)
+        led = index if leads and kind not in ("skip", "notes") else led
         if kind not in ("skip", "notes"):
             after_figure = has_figure(cell)
         types.append(kind)
