@@ -78,3 +78,21 @@ def test_checker_passes_the_right_answer_and_never_raises_on_a_wrong_one(module,
         assert "not yet" in str(feedback)
     if not isinstance(right, type):
         checker(lambda *a, **k: double(right(*a, **k)))  # float64 out: an answer, no crash
+
+
+@pytest.mark.learner
+@pytest.mark.parametrize("module, name, pair", CHECKS, ids=[f"{m}.{n}" for m, n, _ in CHECKS])
+def test_a_checker_refuses_its_own_right_answer_given_as_the_learners(module, name, pair):
+    """The notebook's checker (the module's ``check_*``) says "not yet" to the right answer
+    the module holds for the tests, passed as it is or called from the learner's code."""
+    checker = getattr(
+        importlib.import_module(f"transformer_lib.exercises.{module}"), pair[0].__name__
+    )
+    right = pair[1]()
+    if isinstance(right, type):
+        borrowed = type("Mine", (right,), {})  # a subclass that writes nothing of its own
+    else:
+        borrowed = lambda *a, **k: right(*a, **k)  # noqa: E731
+    for answer in (right, borrowed):
+        feedback = checker(answer)
+        assert not feedback and "the checker's own answer" in str(feedback), f"{module}.{name}"

@@ -47,7 +47,7 @@ from ..tokenizers import CharTokenizer
 from ..training import LabelSmoothingLoss, Trainer, adam, cooldown_scale, noam_lr, smoothed_targets
 from . import Feedback, built_a_module, check_tensor, first_match, keeps_rng, run_learner_code
 from .ex06_decoder import model_variant
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 NORMS = {"encoder": ("attn_block", "ff_block"),
@@ -578,3 +578,6 @@ CHECKS = {
     "model": (check_model, lambda: MyTransformer),
     "training": (check_training, lambda: my_train),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -13,7 +13,7 @@ from torch import nn
 
 from ..embedding import TokenEmbedding
 from . import Feedback, built_a_module, check_tensor, first_match, keeps_rng, run_learner_code
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 
@@ -323,3 +323,6 @@ CHECKS = {
     "text_to_ids": (check_text_to_ids, lambda: encode_fixed_reference),
     "embedding_grad": (check_embedding_grad, lambda: _one_hot_grad),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

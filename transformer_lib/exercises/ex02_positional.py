@@ -10,7 +10,7 @@ from torch import nn
 
 from ..positional import PositionalEncoding, sinusoidal_table
 from . import Feedback, built_a_module, check_tensor, keeps_rng, run_learner_code
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 
@@ -335,3 +335,6 @@ CHECKS = {
     "rotation": (check_rotation, lambda: _block_rotation),
     "learned_positions": (check_learned_positions, lambda: _LearnedPositions),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -13,6 +13,7 @@ from torch import nn
 
 from ..masks import causal_mask, padding_mask
 from . import Feedback, built_a_module, check_tensor, first_match, keeps_rng, run_learner_code
+from .own_work import guard
 
 Tensor = torch.Tensor
 
@@ -270,3 +271,6 @@ CHECKS = {
     "prefix_lm_mask": (check_prefix_lm_mask, lambda: prefix_lm_reference),
     "additive_attention": (check_additive_attention, lambda: _Additive),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

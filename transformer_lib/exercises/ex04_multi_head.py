@@ -23,7 +23,7 @@ from . import (
     keeps_rng,
     run_learner_code,
 )
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 D, H, B, T = 16, 4, 2, 5
@@ -322,3 +322,6 @@ CHECKS = {
     "mqa_params": (check_mqa_params, lambda: mqa_params_reference),
     "head_importance": (check_head_importance, lambda: head_importance_reference),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -27,7 +27,7 @@ from . import (
     keeps_rng,
     run_learner_code,
 )
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 D, H, D_FF, P, B, S = 16, 4, 32, 0.25, 2, 6
@@ -440,3 +440,6 @@ CHECKS = {
     "pre_norm_layer": (check_pre_norm_layer, lambda: PreNormLayer),
     "layer_params": (check_layer_params, lambda: layer_params_reference),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from ..batching import make_batch, token_batches
 from ..training import LabelSmoothingLoss, noam_lr, smoothed_targets
 from . import Feedback, as_number, check_tensor, keeps_rng, run_learner_code
-from .own_work import refuses
+from .own_work import guard, refuses
 
 
 # ---------------------------------------------------------- Exercise 1: label-smoothed loss
@@ -293,3 +293,6 @@ def _own_label_smoothing(logits, target, epsilon, pad_id):
     q[..., pad_id] = 0.0
     per_position = -(q * logits.log_softmax(-1)).sum(-1)  # (B, T)
     return per_position[target != pad_id].mean()
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

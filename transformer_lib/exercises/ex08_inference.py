@@ -13,7 +13,7 @@ from ..masks import padding_mask
 from ..model import Transformer
 from ..search import Beam, beam_search, greedy_decode, next_log_probs
 from . import Feedback, check_tensor, first_match, keeps_rng, run_learner_code
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 PAD, BOS, EOS = 0, 1, 2
@@ -497,3 +497,6 @@ CHECKS = {
     "coverage_penalty": (check_coverage_penalty, right_coverage_penalty),
     "top_k_sample": (check_top_k_sample, right_top_k_sample),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

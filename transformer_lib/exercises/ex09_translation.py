@@ -18,7 +18,7 @@ from ..masks import padding_mask
 from ..model import Transformer
 from ..search import greedy_decode, inference, next_log_probs
 from . import Feedback, as_number, keeps_rng, run_learner_code
-from .own_work import refuses
+from .own_work import guard, refuses
 
 BOS, EOS = 1, 2
 
@@ -372,3 +372,6 @@ CHECKS = {
     "chrf": (check_chrf, _right_chrf),
     "greedy_no_repeat": (check_greedy_no_repeat, _right_greedy),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -16,6 +16,7 @@ from ..batching import Batch, make_batch
 from ..config import TransformerConfig
 from ..model import Transformer
 from . import Feedback, as_number, keeps_rng, run_learner_code
+from .own_work import guard
 
 # --- Exercise 1: a trend or the noise of the seeds ------------------------------------------
 
@@ -187,3 +188,6 @@ CHECKS = {
     "verdict": (check_verdict, lambda: verdict_reference),
     "dev_perplexity": (check_dev_perplexity, lambda: dev_perplexity_reference),
 }
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ..lm import GroupedQueryAttention, rope
 from . import Feedback, check_tensor, first_match, keeps_rng, run_learner_code
-from .own_work import refuses
+from .own_work import guard, refuses
 
 Tensor = torch.Tensor
 
@@ -153,3 +153,6 @@ def _right_gqa(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor] = None) -
 
 
 CHECKS = {"rope": (check_rope, lambda: _right_rope), "gqa": (check_gqa, lambda: _right_gqa)}
+
+
+guard(globals())  # an answer that is, or calls, a right answer above is refused

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import sys
 import sysconfig
 from typing import Callable, Dict, List, Optional, Tuple
@@ -170,3 +171,92 @@ def refuses(*forbidden, rule: str):
         return wrapped
 
     return decorate
+
+
+# The checkers' own answers --------------------------------------------------------------------
+# Each checker module holds right answers (``CHECKS``' makers return them, for the tests) and
+# reference computations (``*_reference``) that its checks use. A learner's answer may not be
+# one of them, nor call one: ``ex08.right_greedy()`` passed to ``ex08.check_greedy`` is refused.
+_REFERENCE = re.compile(r"(?:^|\.)_?\w*reference\w*(?:\.|$)")
+TESTS_GIVE_RIGHT_ANSWERS = False  # set by the project's tests: they check the checkers with them
+
+
+def _codes(obj) -> Dict[object, str]:
+    """The code objects (with a name to report) of the checker's functions that run when
+    ``obj`` is used: a function, a class (its methods, inherited ones too) or an instance."""
+    seen = obj
+    for _ in range(8):  # partial(partial(f)), a bound method, @wraps ...
+        if isinstance(seen, functools.partial):
+            seen = seen.func
+        elif inspect.ismethod(seen):
+            seen = seen.__func__
+        elif hasattr(seen, "__wrapped__") and not isinstance(seen, type):
+            seen = seen.__wrapped__
+        else:
+            break
+    if inspect.isfunction(seen):
+        functions = [seen]
+    else:
+        cls = seen if isinstance(seen, type) else type(seen)
+        functions = [f for k in cls.__mro__ for f in _functions(k)]
+    return {
+        f.__code__: f.__code__.co_qualname.split(".<locals>")[0]
+        for f in functions
+        if _kind(f.__code__.co_filename) == "checker"
+    }
+
+
+def guard(namespace: dict) -> None:
+    """Wrap every ``check_*`` function of a checker module (its ``globals()``) so that an
+    answer that is, or calls, one of the module's right answers or references says "not
+    yet". ``CHECKS`` keeps the unwrapped checkers (the tests give them the right answers)."""
+    answers: Dict[object, str] = {}
+
+    def own_answers() -> Dict[object, str]:
+        if not answers:  # once, at the first check
+            for _, make_right in namespace.get("CHECKS", {}).values():
+                answers.update(_codes(make_right()))
+        return answers
+
+    for name, checker in list(namespace.items()):
+        if name.startswith("check_") and inspect.isfunction(checker):
+            namespace[name] = _guarded(checker, own_answers)
+
+
+def _guarded(checker: Callable[..., Feedback], own_answers) -> Callable[..., Feedback]:
+    @functools.wraps(checker)
+    def wrapped(*answers, **kwargs) -> Feedback:
+        if TESTS_GIVE_RIGHT_ANSWERS:
+            return checker(*answers, **kwargs)
+        known = own_answers()
+
+        def name_of(code) -> Optional[str]:
+            if code in known:
+                return known[code]
+            if _kind(code.co_filename) == "checker" and _REFERENCE.search(code.co_qualname):
+                return code.co_qualname.split(".<locals>")[0]
+            return None
+
+        used = [n for a in (*answers, *kwargs.values()) for c in _codes(a) if (n := name_of(c))]
+        previous = sys.getprofile()
+
+        def hook(frame, event, arg):
+            if event == "call" and frame.f_back is not None:
+                name = name_of(frame.f_code)
+                if name and _kind(frame.f_back.f_code.co_filename) == "learner":
+                    used.append(name)
+            if callable(previous):
+                previous(frame, event, arg)
+
+        sys.setprofile(hook)
+        try:
+            feedback = checker(*answers, **kwargs)
+        finally:
+            sys.setprofile(previous)
+        if used and isinstance(feedback, Feedback):
+            feedback.fail(
+                f"your answer uses the checker's own answer `{used[0]}`: write your own code"
+            )
+        return feedback
+
+    return wrapped
