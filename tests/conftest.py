@@ -9,9 +9,13 @@ from transformer_lib.exercises import own_work
 # pytest -n 2 runs two tests at a time, each in its own process. With PyTorch's default (a
 # thread per core) in each, two busy tests run four threads on two cores and wait for each
 # other's; one thread per test and core does the same work sooner.
+# The notebooks' kernels and the command lines that tests start inherit it, through the
+# environment.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    torch.set_num_threads(threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 
 
 def pytest_configure(config):
