@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from kit_build import NOTEBOOKS, kit
+from kit_build import NOTEBOOKS, ROOT, kit
 from tools import grading
 from tools.kit_base import course_notebooks, exercises, nbgrader, read_notebook, source
 
@@ -250,6 +250,12 @@ def test_the_grading_readmes_set_up_runs_from_the_kit_alone(tmp_path):
     block = readme.split("## 1. Set up")[1].split("```bash")[1].split("```")[0]
     lines = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert lines[0] == "python3 -m venv .venv" and lines[1] == "source .venv/bin/activate"
+    raw = block.strip().splitlines()  # the CPU build of the pinned torch, before the rest
+    cpu = next(i for i, line in enumerate(raw) if "whl/cpu" in line)
+    assert cpu < next(i for i, line in enumerate(raw) if "requirements.txt" in line)
+    pins = (ROOT / "constraints.txt").read_text().splitlines()
+    pin = next(p.strip() for p in pins if p.startswith("torch=="))
+    assert raw[cpu].endswith(pin), (raw[cpu], pin)
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(copy / "student" / "wheels"))
     # its first line, without the venv's own pip and setuptools: they come from the view
     done = subprocess.run([sys.executable, "-m", "venv", "--without-pip", ".venv"], cwd=folder)
