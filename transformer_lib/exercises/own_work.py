@@ -78,20 +78,27 @@ def _name(obj) -> str:
     return getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
 
 
-def identity(answer, forbidden) -> Optional[str]:
-    """How ``answer`` is one of ``forbidden`` ('is', 'subclasses'), with its name; else None."""
-    seen = answer
+def _unwrapped(obj, stop=()):
+    """What ``obj`` runs: through ``functools.partial``, bound methods and ``__wrapped__``
+    (@wraps), stopping early at any object of ``stop``."""
+    seen = obj
     for _ in range(8):  # partial(partial(f)), a bound method, @wraps ...
         if isinstance(seen, functools.partial):
             seen = seen.func
         elif inspect.ismethod(seen):
             seen = seen.__func__
-        elif hasattr(seen, "__wrapped__"):
+        elif hasattr(seen, "__wrapped__") and not isinstance(seen, type):
             seen = seen.__wrapped__
         else:
             break
-        if any(seen is f for f in forbidden):
+        if any(seen is f for f in stop):
             break
+    return seen
+
+
+def identity(answer, forbidden) -> Optional[str]:
+    """How ``answer`` is one of ``forbidden`` ('is', 'subclasses'), with its name; else None."""
+    seen = _unwrapped(answer, forbidden)
     for f in forbidden:
         if seen is f or answer is f:
             return f"is the library's `{_name(f)}` itself"
@@ -184,16 +191,7 @@ TESTS_GIVE_RIGHT_ANSWERS = False  # set by the project's tests: they check the c
 def _codes(obj) -> Dict[object, str]:
     """The code objects (with a name to report) of the checker's functions that run when
     ``obj`` is used: a function, a class (its methods, inherited ones too) or an instance."""
-    seen = obj
-    for _ in range(8):  # partial(partial(f)), a bound method, @wraps ...
-        if isinstance(seen, functools.partial):
-            seen = seen.func
-        elif inspect.ismethod(seen):
-            seen = seen.__func__
-        elif hasattr(seen, "__wrapped__") and not isinstance(seen, type):
-            seen = seen.__wrapped__
-        else:
-            break
+    seen = _unwrapped(obj)
     if inspect.isfunction(seen):
         functions = [seen]
     else:
