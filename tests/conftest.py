@@ -8,9 +8,8 @@ from transformer_lib.exercises import own_work
 
 # pytest -n 2 runs two tests at a time, each in its own process. With PyTorch's default (a
 # thread per core) in each, two busy tests run four threads on two cores and wait for each
-# other's; one thread per test and core does the same work sooner.
-# The notebooks' kernels and the command lines that tests start inherit it, through the
-# environment.
+# other's; one thread per test and core does the same work sooner. OMP_NUM_THREADS passes the
+# same count on to the notebooks' kernels and the command lines that the tests start.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     threads = max(1, (os.cpu_count() or 1) // workers)

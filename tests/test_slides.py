@@ -80,11 +80,16 @@ def test_a_screen_taller_than_a_slide_continues_under_its_heading():
     screens = slide_deck.paragraphs_to_fit(long)
     assert len(screens) > 1 and "\n\n".join(screens) == long
     assert all(mark_slides.markdown_height(s) <= mark_slides.SCREEN for s in screens)
-    nb = {"cells": [md("# 01 · T"), md(long)], "metadata": {}}
-    cells = [c for c in slide_deck.prepare(nb, "01_embedding")["cells"] if kind(c) != "notes"]
+    cells = shown([md("# 01 · T"), md(long)])
     opening = [mark_slides.source(c) for c in cells if kind(c) in ("slide", "subslide")]
     assert opening[1].startswith("## 3. Long") and len(opening) == len(screens) + 1
     assert opening[2:] == ["### 3. Long (continued)"] * (len(screens) - 1)
+
+
+def shown(cells):
+    """The cells a deck made of ``cells`` shows (speaker notes left out)."""
+    deck = slide_deck.prepare({"cells": cells, "metadata": {}}, "01_embedding")
+    return [c for c in deck["cells"] if kind(c) != "notes"]
 
 
 def test_a_figure_has_a_screen_of_its_own_under_its_sections_heading():
@@ -105,11 +110,7 @@ def test_a_figure_has_a_screen_of_its_own_under_its_sections_heading():
             "outputs": [png, printed],
         },
     ]
-    out = [
-        c
-        for c in slide_deck.prepare({"cells": cells, "metadata": {}}, "01_embedding")["cells"]
-        if kind(c) != "notes"
-    ]
+    out = shown(cells)
     assert [(kind(c), mark_slides.source(c)[:25]) for c in out] == [
         ("slide", "# 01 · T"),
         ("slide", "## 1. A\n\nSome words."),
@@ -128,11 +129,7 @@ def test_a_lead_in_opens_the_screen_of_the_figure_it_introduces():
     png = {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBORw0KGgo="}}
     figure = {"cell_type": "code", "metadata": {}, "source": "plot()", "outputs": [png]}
     cells = [md("# 01 · T"), md("## 1. A\n\nSome words."), md("One head, up close:"), figure]
-    out = [
-        c
-        for c in slide_deck.prepare({"cells": cells, "metadata": {}}, "01_embedding")["cells"]
-        if kind(c) != "notes"
-    ]
+    out = shown(cells)
     assert [(kind(c), mark_slides.source(c)[:20]) for c in out] == [
         ("slide", "# 01 · T"),
         ("slide", "## 1. A\n\nSome words."),

@@ -188,6 +188,14 @@ _REFERENCE = re.compile(r"(?:^|\.)_?\w*reference\w*(?:\.|$)")
 TESTS_GIVE_RIGHT_ANSWERS = False  # set by the project's tests: they check the checkers with them
 
 
+@functools.lru_cache(maxsize=4096)
+def _reference_name(code) -> Optional[str]:
+    """The name to report when ``code`` is one of the checkers' ``*_reference``s, else None."""
+    if _kind(code.co_filename) == "checker" and _REFERENCE.search(code.co_qualname):
+        return code.co_qualname.split(".<locals>")[0]
+    return None
+
+
 def _codes(obj) -> Dict[object, str]:
     """The code objects (with a name to report) of the checker's functions that run when
     ``obj`` is used: a function, a class (its methods, inherited ones too) or an instance."""
@@ -228,12 +236,8 @@ def _guarded(checker: Callable[..., Feedback], own_answers) -> Callable[..., Fee
             return checker(*answers, **kwargs)
         known = own_answers()
 
-        def name_of(code) -> Optional[str]:
-            if code in known:
-                return known[code]
-            if _kind(code.co_filename) == "checker" and _REFERENCE.search(code.co_qualname):
-                return code.co_qualname.split(".<locals>")[0]
-            return None
+        def name_of(code) -> Optional[str]:  # called on every call while the check runs
+            return known.get(code) or _reference_name(code)
 
         used = [n for a in (*answers, *kwargs.values()) for c in _codes(a) if (n := name_of(c))]
         previous = sys.getprofile()
