@@ -111,3 +111,5 @@ def test_top_k_sample_checker():
     assert failed_with(ex08.check_top_k_sample(lambda *a: sample(*a, draw=False)), "argmax")
     global_rng = lambda x, k, t, g: sample(x, k, t, None)
     assert failed_with(ex08.check_top_k_sample(global_rng), "generator")
+    out_of_range = lambda x, k, t, g: sample(x, k, t, g) + (100 if k == 1 else 0)  # noqa: E731
+    assert failed_with(ex08.check_top_k_sample(out_of_range), "most probable token")
