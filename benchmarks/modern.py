@@ -4,7 +4,7 @@ since 2017 against the paper's choice.
 
     python benchmarks/modern.py                       # every model, seeds 0 and 1 (about 1.6 h, 2 cores)
     python benchmarks/modern.py --models enc-dec lm --seeds 0
-    python benchmarks/modern.py --quick               # two models, 20 steps: a smoke test
+    python benchmarks/modern.py --quick               # two models, 5 steps: a smoke test
 
 The data and budget are those of ``benchmarks/table3.py``: the verses of ``bible-en-fr`` with
 at most 15 words on both sides (5,099 training, 305 dev), a shared BPE vocabulary of 3,000,
@@ -223,14 +223,14 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="enc-dec and lm; 20 steps, seed 0, 10 verses, outputs of 20 tokens",
+        help="enc-dec and lm; 5 steps, seed 0, 10 verses, outputs of 20 tokens",
     )
     args = p.parse_args(argv)  # fmt: skip
     results_file(p, args, "modern.json", ("steps", "threads", "rounds"))
     if check_device(args.device).type != "cpu":
         p.error("--device: the comparison is of CPU speeds; run it on the CPU")
     if args.quick:
-        args.models, args.seeds, args.steps, args.rounds = ["enc-dec", "lm"], [0], 20, 1
+        args.models, args.seeds, args.steps, args.rounds = ["enc-dec", "lm"], [0], 5, 1
     args.most = 20 if args.quick else MAX_LEN  # the longest output, in tokens
     return args
 

@@ -8,7 +8,7 @@ and beam-4 translations, parameters.
     python benchmarks/table3.py --only "h=1" --seeds 0 --out h1.json   # one row
     python benchmarks/table3.py --rows A --device cuda --jobs 4        # four runs at a time
     python benchmarks/table3.py --change warmup=100 --seeds 0 1 --out mine.json  # a row of yours
-    python benchmarks/table3.py --quick               # two rows, 20 steps: a smoke test
+    python benchmarks/table3.py --quick               # two rows, 5 steps: a smoke test
 
 The data: the verses of ``bible-en-fr`` with at most 15 words on both sides (5,099 training
 and 305 dev verses, whole chapters held out), written as TSV files for ``--train-file``.
@@ -225,7 +225,7 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
         default=None,
         help="the JSON file (default: benchmarks/table3.json; with --quick, a temporary one)",
     )
-    p.add_argument("--quick", action="store_true", help="base and E, 20 steps, seed 0")
+    p.add_argument("--quick", action="store_true", help="base and E, 5 steps, seed 0")
     args = p.parse_args(argv)  # fmt: skip
     results_file(p, args, "table3.json", ("steps", "threads", "jobs"))
     names = {n for _, n, _ in ROWS}
@@ -242,7 +242,7 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
         flags = {"--" + c.split("=", 1)[0]: (c.split("=", 1) + [None])[1] for c in args.change}
         args.own = ("own", ",".join(args.change), flags)
     if args.quick:
-        args.rows, args.only, args.seeds, args.steps = ["base", "E"], None, [0], 20
+        args.rows, args.only, args.seeds, args.steps = ["base", "E"], None, [0], 5
     return args
 
 

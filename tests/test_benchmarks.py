@@ -25,8 +25,8 @@ SCRIPTS = {  # script -> what its table must show
     "score_translation": ["| copy the source |", "| greedy |", "| beam 4, alpha 0.6 |"],
     "capstone_run": ["training s", "last loss", "test exact match"],
     "modern": [
-        "| enc-dec (20 steps) | 1,310,208 |",
-        "| lm (20 steps) | 1,308,672 |",
+        "| enc-dec (5 steps) | 1,310,208 |",
+        "| lm (5 steps) | 1,308,672 |",
         "| lm, equal time",
     ],
 }
@@ -235,7 +235,7 @@ def test_packed_forward_equals_the_model_where_it_counts(norm_first):
 
 
 def test_table3_quick_trains_two_rows_with_the_command_line_and_writes_their_scores(tmp_path):
-    """--quick: the base and row (E) for 20 steps on seed 0; the JSON holds the machine, the
+    """--quick: the base and row (E) for 5 steps on seed 0; the JSON holds the machine, the
     commit and each run's scores, and row (E) adds exactly its position table's parameters."""
     import json
 
@@ -245,7 +245,7 @@ def test_table3_quick_trains_two_rows_with_the_command_line_and_writes_their_sco
     record = json.loads((tmp_path / "t3.json").read_text())
     assert record["machine"].startswith(cpu_model()) and len(record["commit"]) == 40
     runs = {r["name"]: r for r in record["runs"]}
-    assert list(runs) == ["base", "learned"] and record["seeds"] == [0] and record["steps"] == 20
+    assert list(runs) == ["base", "learned"] and record["seeds"] == [0] and record["steps"] == 5
     assert runs["learned"]["params"] - runs["base"]["params"] == 128 * 128  # max_len x d_model
     for r in runs.values():
         assert 1 < r["ppl"] < 10_000 and 0 <= r["bleu_greedy"] <= 100 and r["train_seconds"] > 0
