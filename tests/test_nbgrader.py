@@ -5,14 +5,14 @@ Every notebook of the course, end to end: a student's notebook is the bundle's o
 typed into each answer cell except the first, which keeps its ``raise NotImplementedError()``;
 ``nbgrader autograde`` runs it with the kit's ``grading/nbgrader_config.py`` and must give each
 right answer its points and the unanswered one none (partial marks; the totals of the graded
-cells, so a notebook whose answers are all right has full marks). To stay fast the student
-also tags ``autograde-skip`` (the tag the kit's course uses for the long runs of notebooks 07
-and 09) on every lesson cell that no exercise reads from, directly or through other cells,
-which the course honours, and on the unanswered exercise's check cell, which it must not
-honour (a check that does not run would score full marks).
+cells, so a notebook whose answers are all right has full marks). The student tags the
+unanswered exercise's check cell ``autograde-skip``, which the course must not honour (a check
+that does not run would score full marks). A notebook with training runs (the cells the
+kit's course tags ``autograde-skip``) is graded whole, in seconds, not the length of its
+runs; in the others, to stay fast, the student also tags every lesson cell that no exercise
+reads from, directly or through other cells, which the course honours.
 A notebook that cannot be graded (nbgrader's metadata gone) is refused with a message naming
-it, never scored zero in silence. The slow test (CI) grades each notebook with training runs whole:
-in seconds, not the length of its training runs.
+it, never scored zero in silence.
 """
 
 from __future__ import annotations
@@ -110,7 +110,13 @@ def cells_the_exercises_need(nb: dict) -> set:
     return needed
 
 
-@pytest.mark.parametrize("name", NAMES)
+def has_long_runs(name: str) -> bool:
+    """Whether the notebook tags cells for the grader to skip (its training runs)."""
+    cells = read_notebook(NOTEBOOKS / f"{name}.ipynb")["cells"]
+    return any(SKIP in c["metadata"].get("tags", []) for c in cells)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not has_long_runs(n)])
 def test_a_bundle_notebook_is_graded_answer_by_answer(tmp_path, name):
     found = exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name)
     assert found, f"{name}: no exercise (nbgrader answer and check cells) to grade"
@@ -205,28 +211,27 @@ def test_zip_collect_files_each_submission_where_autograde_looks(tmp_path):
     assert sorted(p.name for p in (course / "submitted").iterdir()) == ["alice", "bob.smith"]
 
 
-def has_long_runs(name: str) -> bool:
-    """Whether the notebook tags cells for the grader to skip (its training runs)."""
-    cells = read_notebook(NOTEBOOKS / f"{name}.ipynb")["cells"]
-    return any(SKIP in c["metadata"].get("tags", []) for c in cells)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in NAMES if has_long_runs(n)])
 def test_grading_a_whole_notebook_takes_no_training_run(tmp_path, name):
-    """Every answer right, the notebook graded whole as the course grades it: full marks, in
-    well under the time of its training runs (the notebooks whose other cells all run in
-    seconds are graded answer by answer above)."""
+    """The notebook graded whole as the course grades it, every answer right but the first,
+    which keeps its stub (and the student tags its check autograde-skip): full marks for the
+    answers, none for the stub, in well under the time of its training runs (the notebooks
+    whose other cells all run in seconds are graded answer by answer above)."""
     course = course_copy(tmp_path)
     nb = read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb")
-    for ex in exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name):
+    open_, *answered = exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name)
+    for ex in answered:
         nb["cells"][ex.answer_cell]["source"] = ex.solution
+    tagged(nb["cells"][open_.check_cell])  # must not spare the check of the stub
     submit(course, name, "carol", nb)
     start = time.perf_counter()
     result = autograde(course, name, "carol")
     seconds = time.perf_counter() - start
     assert result["success"], result.get("error") or result["log"][-3000:]
-    assert all(score == top for score, top in result["scores"].values()), result["scores"]
+    want = {f"{name[:2]}-ex{ex.number}-check": (ex.points, ex.points) for ex in answered}
+    want[f"{name[:2]}-ex{open_.number}-check"] = (0.0, open_.points)
+    assert result["scores"] == want
     assert seconds < FULL_GRADING_SECONDS, (
         f"{name}: grading one student took {seconds:.0f} s; tag the long cells {SKIP}"
     )
