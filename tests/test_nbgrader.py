@@ -116,30 +116,39 @@ def has_long_runs(name: str) -> bool:
     return any(SKIP in c["metadata"].get("tags", []) for c in cells)
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if not has_long_runs(n)])
-def test_a_bundle_notebook_is_graded_answer_by_answer(tmp_path, name):
+def all_answered_but_the_first(name: str, nb: dict) -> dict:
+    """Types the worked solution into every answer cell of the student's ``nb`` but the
+    first, which keeps its stub, and tags the stub's check autograde-skip; returns the scores
+    autograde must give (graded cell -> (score, max score)): full points for each answer, none
+    for the stub."""
     found = exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name)
     assert found, f"{name}: no exercise (nbgrader answer and check cells) to grade"
+    open_, *answered = found
+    for ex in answered:
+        nb["cells"][ex.answer_cell]["source"] = ex.solution  # typed in by the student
+    tagged(nb["cells"][open_.check_cell])  # must not spare the check of the stub
+    want = {f"{name[:2]}-ex{ex.number}-check": (ex.points, ex.points) for ex in answered}
+    want[f"{name[:2]}-ex{open_.number}-check"] = (0.0, open_.points)
+    return want
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if not has_long_runs(n)])
+def test_a_bundle_notebook_is_graded_answer_by_answer(tmp_path, name):
     nb = read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb")
     needed = cells_the_exercises_need(read_notebook(NOTEBOOKS / f"{name}.ipynb"))
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code" and i not in needed:
             tagged(cell)  # what no exercise reads: not graded, skipped to keep the test fast
-    open_, *answered = found
-    for ex in answered:
-        nb["cells"][ex.answer_cell]["source"] = ex.solution  # typed in by the student
-    tagged(nb["cells"][open_.check_cell])  # must not spare the check of the stub
+    want = all_answered_but_the_first(name, nb)
     course = course_copy(tmp_path)
     submit(course, name, "alice", nb)
     start = time.perf_counter()
     result = autograde(course, name, "alice")
     assert result["success"], result.get("error") or result["log"][-3000:]
-    want = {f"{name[:2]}-ex{ex.number}-check": (ex.points, ex.points) for ex in answered}
-    want[f"{name[:2]}-ex{open_.number}-check"] = (0.0, open_.points)
     assert result["scores"] == want
     total = sum(score for score, _ in want.values())
     print(
-        f"{name}: {total:g} of {sum(ex.points for ex in found):g} points in "
+        f"{name}: {total:g} of {sum(top for _, top in want.values()):g} points in "
         f"{time.perf_counter() - start:.1f} s"
     )
 
@@ -220,17 +229,12 @@ def test_grading_a_whole_notebook_takes_no_training_run(tmp_path, name):
     whose other cells all run in seconds are graded answer by answer above)."""
     course = course_copy(tmp_path)
     nb = read_notebook(kit() / "student" / "notebooks" / f"{name}.ipynb")
-    open_, *answered = exercises(read_notebook(NOTEBOOKS / f"{name}.ipynb"), name)
-    for ex in answered:
-        nb["cells"][ex.answer_cell]["source"] = ex.solution
-    tagged(nb["cells"][open_.check_cell])  # must not spare the check of the stub
+    want = all_answered_but_the_first(name, nb)
     submit(course, name, "carol", nb)
     start = time.perf_counter()
     result = autograde(course, name, "carol")
     seconds = time.perf_counter() - start
     assert result["success"], result.get("error") or result["log"][-3000:]
-    want = {f"{name[:2]}-ex{ex.number}-check": (ex.points, ex.points) for ex in answered}
-    want[f"{name[:2]}-ex{open_.number}-check"] = (0.0, open_.points)
     assert result["scores"] == want
     assert seconds < FULL_GRADING_SECONDS, (
         f"{name}: grading one student took {seconds:.0f} s; tag the long cells {SKIP}"
